@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs refgeo's build and test dependencies from Debian's packages.
+# Idempotent: packages already present are skipped, so a second run is quick
+# and needs no network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config unzip ca-certificates python3-pip
+  libopenblas-dev liblapacke-dev
+  libhdf5-dev hdf5-tools
+  libcsv-dev libcjson-dev
+  libpcre2-dev libinih-dev
+  libopenmpi-dev openmpi-bin
+  libcmocka-dev
+  time
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test: installs dependencies, fetches the test model, then builds
+# and runs the CTest suite twice: a Release build, and a Debug build under
+# AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+REFGEO_MODEL="$(bash scripts/fetch-model.sh)"
+export REFGEO_MODEL
+JOBS="$(nproc)"
+
+run_suite() { # build-dir, cmake args...
+  local dir="$1"; shift
+  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS")
+}
+
+echo "== release build"
+run_suite build -DCMAKE_BUILD_TYPE=Release
+echo "== ASan + UBSan build"
+# leak checking stays on; OpenMP's runtime keeps thread pools alive at exit,
+# which LeakSanitizer does not count as leaks.
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DREFGEO_SANITIZE=ON

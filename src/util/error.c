@@ -1,0 +1,30 @@
+#include "util/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { RG_ERROR_MAX = 1024 };
+static _Thread_local char g_message[RG_ERROR_MAX];
+
+int rg_error_set(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_message, sizeof g_message, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int rg_error_prefix(const char *fmt, ...) {
+  char prefix[RG_ERROR_MAX], old[RG_ERROR_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  memcpy(old, g_message, sizeof old);
+  snprintf(g_message, sizeof g_message, "%s: %s", prefix, old);
+  return -1;
+}
+
+const char *rg_error_get(void) { return g_message; }
+
+void rg_error_clear(void) { g_message[0] = '\0'; }

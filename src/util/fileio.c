@@ -1,0 +1,171 @@
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+char *rg_read_file(const char *path, size_t *len_out) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    rg_error_set("%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  if (fseek(fp, 0, SEEK_END) != 0) {
+    rg_error_set("%s: cannot seek: %s", path, strerror(errno));
+    fclose(fp);
+    return NULL;
+  }
+  long size = ftell(fp);
+  rewind(fp);
+  if (size < 0) {
+    rg_error_set("%s: cannot tell size", path);
+    fclose(fp);
+    return NULL;
+  }
+  char *buf = malloc((size_t)size + 1);
+  if (!buf) {
+    rg_error_set("%s: out of memory reading %ld bytes", path, size);
+    fclose(fp);
+    return NULL;
+  }
+  size_t got = fread(buf, 1, (size_t)size, fp);
+  fclose(fp);
+  if (got != (size_t)size) {
+    rg_error_set("%s: short read (%zu of %ld bytes)", path, got, size);
+    free(buf);
+    return NULL;
+  }
+  buf[size] = '\0';
+  if (len_out) *len_out = (size_t)size;
+  return buf;
+}
+
+int rg_mmap_open(const char *path, rg_mmap *out) {
+  memset(out, 0, sizeof *out);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return rg_error_set("%s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return rg_error_set("%s: %s", path, strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return rg_error_set("%s: is a directory, expected a file", path);
+  }
+  if (st.st_size == 0) {
+    close(fd);
+    return rg_error_set("%s: empty file", path);
+  }
+  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return rg_error_set("%s: mmap failed: %s", path, strerror(errno));
+  out->data = p;
+  out->size = (size_t)st.st_size;
+  return 0;
+}
+
+void rg_mmap_close(rg_mmap *m) {
+  if (m->data) munmap(m->data, m->size);
+  m->data = NULL;
+  m->size = 0;
+}
+
+int rg_atomic_open(rg_atomic_file *f, const char *path) {
+  memset(f, 0, sizeof *f);
+  size_t n = strlen(path) + 32;
+  f->path = strdup(path);
+  f->tmp_path = malloc(n);
+  if (!f->path || !f->tmp_path) {
+    free(f->path);
+    free(f->tmp_path);
+    return rg_error_set("%s: out of memory", path);
+  }
+  snprintf(f->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
+  f->fp = fopen(f->tmp_path, "wb");
+  if (!f->fp) {
+    rg_error_set("%s: cannot create: %s", f->tmp_path, strerror(errno));
+    free(f->path);
+    free(f->tmp_path);
+    memset(f, 0, sizeof *f);
+    return -1;
+  }
+  return 0;
+}
+
+static void atomic_release(rg_atomic_file *f) {
+  free(f->path);
+  free(f->tmp_path);
+  memset(f, 0, sizeof *f);
+}
+
+int rg_atomic_commit(rg_atomic_file *f) {
+  int rc = 0;
+  if (fflush(f->fp) != 0 || ferror(f->fp)) rc = rg_error_set("%s: write failed: %s", f->path, strerror(errno));
+  if (rc == 0 && fsync(fileno(f->fp)) != 0) rc = rg_error_set("%s: fsync failed: %s", f->path, strerror(errno));
+  if (fclose(f->fp) != 0 && rc == 0) rc = rg_error_set("%s: close failed: %s", f->path, strerror(errno));
+  if (rc == 0 && rename(f->tmp_path, f->path) != 0) rc = rg_error_set("%s: rename failed: %s", f->path, strerror(errno));
+  if (rc != 0) unlink(f->tmp_path);
+  atomic_release(f);
+  return rc;
+}
+
+void rg_atomic_abort(rg_atomic_file *f) {
+  if (f->fp) fclose(f->fp);
+  if (f->tmp_path) unlink(f->tmp_path);
+  atomic_release(f);
+}
+
+int rg_write_file_atomic(const char *path, const void *data, size_t len) {
+  rg_atomic_file f;
+  if (rg_atomic_open(&f, path) != 0) return -1;
+  if (len && fwrite(data, 1, len, f.fp) != len) {
+    rg_error_set("%s: write failed: %s", path, strerror(errno));
+    rg_atomic_abort(&f);
+    return -1;
+  }
+  return rg_atomic_commit(&f);
+}
+
+int rg_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int rg_path_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+int rg_mkdir_p(const char *path) {
+  char *tmp = strdup(path);
+  if (!tmp) return rg_error_set("%s: out of memory", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+      rg_error_set("%s: cannot create directory: %s", tmp, strerror(errno));
+      free(tmp);
+      return -1;
+    }
+    *p = '/';
+  }
+  int rc = 0;
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) rc = rg_error_set("%s: cannot create directory: %s", tmp, strerror(errno));
+  free(tmp);
+  return rc;
+}
+
+char *rg_path_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (!p) return NULL;
+  snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}

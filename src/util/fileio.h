@@ -1,0 +1,53 @@
+/* fileio.h: reading whole files, memory maps, and atomic writes.
+ *
+ * Every writer of a result file goes through rg_atomic_open/commit so that a
+ * killed run never leaves a half-written file: data goes to "PATH.tmp.PID",
+ * which is fsync'd and renamed over PATH on commit.
+ */
+#ifndef RG_FILEIO_H
+#define RG_FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer (caller frees).
+ * Returns NULL and sets the error ("PATH: <strerror>") on failure. */
+char *rg_read_file(const char *path, size_t *len_out);
+
+/* A read-only memory map of a whole file. */
+typedef struct {
+  void *data;
+  size_t size;
+} rg_mmap;
+
+/* Maps PATH read-only. Returns 0, or -1 with the error set. */
+int rg_mmap_open(const char *path, rg_mmap *out);
+void rg_mmap_close(rg_mmap *m);
+
+/* Atomic writer: rg_atomic_open gives a FILE* on a temp file next to path. */
+typedef struct {
+  FILE *fp;
+  char *path;
+  char *tmp_path;
+} rg_atomic_file;
+
+int rg_atomic_open(rg_atomic_file *f, const char *path);
+/* Flushes, fsyncs and renames into place. Returns 0 or -1 (error set);
+ * the temp file is removed on failure. */
+int rg_atomic_commit(rg_atomic_file *f);
+/* Discards the temp file (on an error path). */
+void rg_atomic_abort(rg_atomic_file *f);
+
+/* Writes a whole buffer atomically. */
+int rg_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* 1 if PATH is a directory, 0 if not or absent. */
+int rg_is_dir(const char *path);
+/* 1 if PATH exists. */
+int rg_path_exists(const char *path);
+/* mkdir -p. Returns 0 or -1 with the error set. */
+int rg_mkdir_p(const char *path);
+/* Joins a directory and a name into a malloc'd path. */
+char *rg_path_join(const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,89 @@
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/fileio.h"
+
+const char *t_env(const char *name) {
+  const char *v = getenv(name);
+  if (!v || !*v) fail_msg("environment variable %s is not set (run the tests through ctest)", name);
+  return v;
+}
+
+static char *join_env(const char *var, const char *name) {
+  char *p = rg_path_join(t_env(var), name);
+  assert_non_null(p);
+  return p;
+}
+
+char *t_fixture_path(const char *name) { return join_env("REFGEO_FIXTURES", name); }
+char *t_tmp_path(const char *name) { return join_env("REFGEO_TMP", name); }
+
+float *t_read_f32(const char *fixture_name, size_t *n) {
+  char *path = t_fixture_path(fixture_name);
+  size_t len = 0;
+  char *data = rg_read_file(path, &len);
+  if (!data) fail_msg("%s", rg_error_get());
+  assert_int_equal(len % 4, 0);
+  float *f = malloc(len ? len : 1);
+  assert_non_null(f);
+  memcpy(f, data, len);
+  free(data);
+  free(path);
+  *n = len / 4;
+  return f;
+}
+
+static char *slurp_fd(int fd) {
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  for (;;) {
+    if (len + 1024 > cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+    ssize_t r = read(fd, buf + len, cap - len - 1);
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  buf[len] = '\0';
+  return buf;
+}
+
+int t_run_cli(const char *args, char **out, char **err) {
+  char *err_path = t_tmp_path("cli-stderr.XXXXXX");
+  int efd = mkstemp(err_path);
+  assert_true(efd >= 0);
+  size_t n = strlen(args) + strlen(err_path) + strlen(t_env("REFGEO_BIN")) + 16;
+  char *cmd = malloc(n);
+  assert_non_null(cmd);
+  snprintf(cmd, n, "%s %s 2>%s", t_env("REFGEO_BIN"), args, err_path);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char *o = slurp_fd(fileno(p));
+  int status = pclose(p);
+  char *e = slurp_fd(efd);
+  close(efd);
+  unlink(err_path);
+  free(err_path);
+  free(cmd);
+  if (out) *out = o; else free(o);
+  if (err) *err = e; else free(e);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+char *t_write_tmp(const char *name, const void *data, size_t len) {
+  char *path = t_tmp_path(name);
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  if (len) assert_int_equal(fwrite(data, 1, len, fp), len);
+  fclose(fp);
+  return path;
+}

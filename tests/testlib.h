@@ -1,0 +1,30 @@
+/* testlib.h: helpers shared by the cmocka tests (inputs, fixtures, CLI runs). */
+#ifndef RG_TESTLIB_H
+#define RG_TESTLIB_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h> /* cmocka needs these three first */
+#include <cmocka.h>
+
+/* The value of an environment variable set by tests/CMakeLists.txt; fails the
+ * test (does not skip) when it is missing, since scripts/test.sh sets all. */
+const char *t_env(const char *name);
+
+/* REFGEO_FIXTURES/NAME as a malloc'd path. */
+char *t_fixture_path(const char *name);
+/* REFGEO_TMP/NAME as a malloc'd path. */
+char *t_tmp_path(const char *name);
+
+/* Reads a fixture of little-endian float32 values; *n gets the count. */
+float *t_read_f32(const char *fixture_name, size_t *n);
+
+/* Runs "$REFGEO_BIN ARGS" through /bin/sh; returns the exit status and the
+ * malloc'd stdout / stderr (either pointer may be NULL if not wanted). */
+int t_run_cli(const char *args, char **out, char **err);
+
+/* Writes LEN bytes to REFGEO_TMP/NAME and returns the malloc'd path. */
+char *t_write_tmp(const char *name, const void *data, size_t len);
+
+#endif

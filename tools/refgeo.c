@@ -1,0 +1,34 @@
+/* refgeo: command-line entry point. Dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const rg_command COMMANDS[] = {
+    {"info", cmd_info, "print a model's config, tensor types and parameter count"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"generate", cmd_generate, "generate a continuation of a prompt"},
+    {"logits", cmd_logits, "print the top-K next-token logits of a prompt"},
+    {"synth-model", cmd_synth_model, "write a random-weight model as sharded bf16 safetensors"},
+};
+static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: refgeo COMMAND [ARGS] (refgeo COMMAND --help for details)\n\ncommands:\n");
+  for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 1;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  for (int i = 0; i < N_COMMANDS; i++)
+    if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "refgeo: unknown command '%s' (see refgeo --help)\n", argv[1]);
+  return 1;
+}
