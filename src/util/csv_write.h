@@ -2,7 +2,7 @@
  * (csv_fwrite) where needed.
  *
  * Usage: rg_csv_writer_open(&w, path, header, n_cols); then per row either
- * rg_csv_writer_field*/rg_csv_writer_end_row, and finally rg_csv_writer_close
+ * rg_csv_writer_str/int/double, then rg_csv_writer_end_row, and finally rg_csv_writer_close
  * (which renames the temp file into place) or rg_csv_writer_abort.
  * Numbers are written with "%.17g" (doubles) so they read back exactly.
  */
