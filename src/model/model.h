@@ -35,6 +35,10 @@ typedef struct {
   const rg_tensor *tok_embd;  /* [d_model, vocab] in ggml order */
   const rg_tensor *out_norm;  /* [d_model] */
   const rg_tensor *lm_head;   /* == tok_embd when tied */
+  /* GGUF Llama-3.1 files store the llama3 RoPE scaling as per-pair frequency
+   * divisors ("rope_freqs.weight", [head_dim/2] f32); NULL otherwise, in which
+   * case cfg.rope_scaling describes the scaling. */
+  const rg_tensor *rope_freqs;
   rg_layer_weights *layers;   /* n_layers */
   /* Every tensor of the model under its Hugging Face name
    * ("model.layers.0.self_attn.q_proj.weight"). */

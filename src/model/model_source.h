@@ -1,0 +1,25 @@
+/* model_source.h: loader-private parts of rg_model (not for model users).
+ *
+ * model.c dispatches rg_model_load() to one of the two loaders below; each
+ * fills every public field of rg_model and keeps its file handles in the
+ * rg_model_source so that rg_model_free can release them.
+ */
+#ifndef RG_MODEL_SOURCE_H
+#define RG_MODEL_SOURCE_H
+
+#include "model/model.h"
+
+typedef struct rg_gguf rg_gguf;
+typedef struct rg_safetensors rg_safetensors;
+
+struct rg_model_source {
+  rg_gguf *gguf;            /* GGUF loader: the open file */
+  rg_safetensors **shards;  /* HF loader: one per safetensors shard */
+  int n_shards;
+};
+
+/* Each returns 0, or -1 with the error set (the caller frees M on failure). */
+int rg_model_load_gguf(rg_model *m, const char *path); /* model_gguf.c */
+int rg_model_load_hf(rg_model *m, const char *dir);    /* model_hf.c */
+
+#endif
