@@ -75,7 +75,9 @@ int rg_singular_values(const double *A, int m, int n, double *s) {
   double *work = malloc(count * sizeof *work);
   if (!work) return rg_error_set("singular values: out of memory for a %d x %d matrix", m, n);
   memcpy(work, A, count * sizeof *work); /* dgesdd destroys its input */
-  lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', m, n, work, n, s, NULL, 1, NULL, 1);
+  /* No vectors are computed, but LAPACKE's row-major path still checks that
+   * ldu >= m and ldvt >= n, so pass those. */
+  lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', m, n, work, n, s, NULL, m, NULL, n);
   free(work);
   if (info != 0) return rg_error_set("singular values: LAPACK dgesdd failed (info %d) on a %d x %d matrix", (int)info, m, n);
   return 0;
