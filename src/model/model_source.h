@@ -3,6 +3,13 @@
  * model.c dispatches rg_model_load() to one of the two loaders below; each
  * fills every public field of rg_model and keeps its file handles in the
  * rg_model_source so that rg_model_free can release them.
+ *
+ * What rg_model_free frees (so loaders must malloc each of them): m->path,
+ * m->id, m->format, m->chat_template, m->layers, m->tensors AND every
+ * m->tensors[i].name (copy names, never point them into a file's strings),
+ * m->tokenizer (rg_tokenizer_free), source->gguf (rg_gguf_close), each
+ * source->shards[i] (rg_safetensors_close) and source->shards. model.c
+ * allocates m, m->path and m->source before calling the loader.
  */
 #ifndef RG_MODEL_SOURCE_H
 #define RG_MODEL_SOURCE_H
