@@ -23,13 +23,11 @@
 
 #include "util/error.h"
 
-/* x*d + m must stay two roundings (as in ggml's C reference and the gguf
- * Python package); a fused multiply-add would change the last bit. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+/* Compiling with FMA contraction cannot change results: in every "q*d + m"
+ * below the product is exact (an 11-bit f16 mantissa times at most a 6-bit
+ * scale and a 5-bit quant fits in float's 24 bits), so fused and unfused
+ * forms round once, at the add. Only q6_K's d*sc*q rounds in a product, and it
+ * has no add to fuse with. */
 
 enum { QK = 32, QK_K = 256 };
 
