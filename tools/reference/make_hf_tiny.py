@@ -22,12 +22,17 @@ taken from transformers/torch (independent of refgeo):
     "config":  the hyperparameters as transformers' config object reads them
     "tensors": for a few tensors, HF name, dtype, HF shape and the first and
                last 16 elements converted to float32 by torch
+    "state_dict_order", "max_shard_bytes": the order and shard limit
+               save_pretrained used, to check refgeo's sharded writer
+               against transformers' split (mistral_f16)
+Also roundtrip.safetensors/.json (see write_roundtrip).
 """
 import json
 import os
 import sys
 
 import torch
+from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM)
@@ -170,10 +175,27 @@ def main(out_root):
         reloaded = cls.from_pretrained(d, dtype=dtype)
         exp = {"config": expected_config(reloaded.config, tied),
                "tensors": expected_tensors(reloaded, names),
-               "n_params": sum(p.numel() for p in reloaded.parameters())}
+               "n_params": sum(p.numel() for p in reloaded.parameters()),
+               "state_dict_order": list(reloaded.state_dict().keys()),
+               "max_shard_bytes": int(shard[:-2]) * 1000 if shard else None}
         with open(os.path.join(out_root, name + ".expected.json"), "w") as f:
             json.dump(exp, f, indent=1)
         print(name, sorted(os.listdir(d)))
+    write_roundtrip(out_root)
+
+
+def write_roundtrip(out_root):
+    """roundtrip.safetensors: three small tensors written by the reference
+    safetensors library, and roundtrip.json with their values, so the C test
+    can check its reader's values and that its writer reproduces the file
+    byte for byte (same header layout and space padding)."""
+    ref = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3) * 0.5 - 1.0,
+           "b.weight": torch.linspace(-2, 2, 5).to(torch.bfloat16),
+           "c": (torch.arange(8, dtype=torch.float32).reshape(2, 2, 2) / 3).to(torch.float16)}
+    save_file(ref, os.path.join(out_root, "roundtrip.safetensors"), metadata={"format": "pt"})
+    desc = {k: {"shape": list(v.shape), "values": v.reshape(-1).to(torch.float32).tolist()} for k, v in ref.items()}
+    with open(os.path.join(out_root, "roundtrip.json"), "w") as f:
+        json.dump(desc, f, indent=1)
 
 
 if __name__ == "__main__":
