@@ -1,0 +1,204 @@
+/* backend.h: the compute operations a Llama-family forward pass needs.
+ *
+ * A backend is a table of operations on backend-owned float32 buffers (in
+ * the spirit of ggml's backend interface). forward.c calls only these
+ * operations, so a CUDA or HIP backend can implement the same table without
+ * forward.c changing. Today there is one implementation, the CPU backend
+ * (backend_cpu.c: OpenBLAS sgemm + OpenMP).
+ *
+ * Conventions:
+ *  - Activations are row-major float32 matrices [rows, width] in rg_buf
+ *    buffers; an "offset" is counted in floats from the buffer start.
+ *  - Per-token metadata (sequence id, position, token id) is passed as host
+ *    int arrays; a device backend copies what it needs.
+ *  - Weights are rg_tensor views (any dtype rg_dequantize_row supports) that
+ *    the backend turns into an rg_bweight once (rg_backend_weight), e.g. by
+ *    copying to device memory or, on the CPU, by keeping the mmapped bytes
+ *    and dequantizing row tiles on the fly.
+ *  - In-place use (y == x) is allowed for the elementwise operations
+ *    (rmsnorm, add, swiglu, ablate, add_scaled) and for rope.
+ *
+ * Ownership: buffers and weights belong to their backend; free them before
+ * rg_backend_free. None of these objects is thread-safe; use one backend
+ * from one thread (the backend parallelizes internally).
+ */
+#ifndef RG_BACKEND_H
+#define RG_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/tensor.h"
+
+typedef struct rg_backend rg_backend;
+typedef struct rg_buf rg_buf;         /* a float32 buffer in backend memory */
+/* A weight prepared for the backend; its struct is private to the backend
+ * that made it. */
+typedef struct rg_bweight rg_bweight;
+
+/* How the CPU backend keeps non-f32 weights. */
+typedef enum {
+  RG_WEIGHTS_AUTO = 0, /* f32 copy when the model's f32 size is < 25% of RAM */
+  RG_WEIGHTS_TILED,    /* keep file dtype, dequantize row tiles per matmul */
+  RG_WEIGHTS_F32       /* always make a one-time f32 copy */
+} rg_weight_mode;
+
+typedef struct {
+  int threads;              /* <= 0: all online CPUs */
+  rg_weight_mode weight_mode;
+  /* Bytes of f32 weights the caller is about to prepare (for AUTO); 0 = unknown. */
+  size_t f32_weight_bytes;
+} rg_backend_opts;
+
+/* The attention problem of one ragged batch: token t belongs to sequence
+ * seq[t] at position pos[t]; its keys/values have already been stored in
+ * the cache (rg_backend_kv_store), and it attends to cache positions
+ * j <= pos[t] of its own sequence (and j > pos[t] - window when window > 0). */
+typedef struct {
+  int n_tokens;
+  const int *seq;
+  const int *pos;
+  int n_heads, n_kv_heads, head_dim;
+  int window;  /* sliding window length, 0 = full causal */
+  int max_ctx; /* cache slots per sequence */
+} rg_attn_desc;
+
+/* ---------------------------------------------------------------- the table
+ * Every backend fills one rg_backend_iface; rg_backend is the common header
+ * of its context struct. Callers use the rg_* wrappers below, never iface. */
+
+struct rg_buf {
+  size_t n;    /* floats */
+  float *data; /* host pointer (CPU) or device pointer */
+};
+
+typedef struct rg_backend_iface {
+  const char *name;
+  void (*free)(rg_backend *be);
+  rg_buf *(*buf_new)(rg_backend *be, size_t n);
+  void (*buf_free)(rg_backend *be, rg_buf *b);
+  void (*buf_upload)(rg_backend *be, rg_buf *dst, size_t offset, const float *src, size_t n);
+  void (*buf_download)(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n);
+  void (*gather_rows)(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width);
+  rg_bweight *(*weight_new)(rg_backend *be, const rg_tensor *t);
+  void (*weight_free)(rg_backend *be, rg_bweight *w);
+  size_t (*weight_bytes)(const rg_bweight *w);
+  void (*matmul)(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias);
+  void (*embed)(rg_backend *be, rg_buf *out, const rg_bweight *w, const int32_t *ids, int n);
+  void (*rmsnorm)(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bweight *w, int rows, int d, float eps);
+  void (*rope)(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
+               const float *inv_freq, bool adjacent);
+  void (*kv_store)(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const rg_buf *k, const rg_buf *v,
+                   const rg_attn_desc *a);
+  void (*attention)(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache,
+                    const rg_attn_desc *a);
+  void (*swiglu)(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n);
+  void (*add)(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n);
+  void (*ablate)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit);
+  void (*add_scaled)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c);
+} rg_backend_iface;
+
+struct rg_backend {
+  const rg_backend_iface *iface;
+  int threads;
+};
+
+/* The CPU backend. NULL with the error set on failure. */
+rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts);
+
+static inline void rg_backend_free(rg_backend *be) {
+  if (be) be->iface->free(be);
+}
+static inline const char *rg_backend_name(const rg_backend *be) { return be->iface->name; }
+static inline int rg_backend_threads(const rg_backend *be) { return be->threads; }
+
+/* ---------------------------------------------------------------- buffers */
+
+/* A zero-filled buffer of N floats; NULL with the error set. */
+static inline rg_buf *rg_buf_new(rg_backend *be, size_t n) { return be->iface->buf_new(be, n); }
+static inline void rg_buf_free(rg_backend *be, rg_buf *b) {
+  if (b) be->iface->buf_free(be, b);
+}
+static inline void rg_buf_upload(rg_backend *be, rg_buf *dst, size_t offset, const float *src, size_t n) {
+  be->iface->buf_upload(be, dst, offset, src, n);
+}
+static inline void rg_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
+  be->iface->buf_download(be, src, offset, dst, n);
+}
+/* Copies rows: dst[i, :] = src[rows[i], :] (width floats each). */
+static inline void rg_buf_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n,
+                                      int width) {
+  be->iface->gather_rows(be, dst, src, rows, n, width);
+}
+
+/* ---------------------------------------------------------------- weights */
+
+/* Prepares tensor T (a vector, or a [in, out] matrix in ggml order) for use
+ * by the backend. T's data must stay valid while the weight lives. NULL with
+ * the error set (unsupported dtype, size mismatch). */
+static inline rg_bweight *rg_backend_weight(rg_backend *be, const rg_tensor *t) { return be->iface->weight_new(be, t); }
+static inline void rg_bweight_free(rg_backend *be, rg_bweight *w) {
+  if (w) be->iface->weight_free(be, w);
+}
+/* Bytes of backend memory held by W (0 when it only views the file). */
+static inline size_t rg_bweight_bytes(rg_backend *be, const rg_bweight *w) { return be->iface->weight_bytes(w); }
+
+/* ---------------------------------------------------------------- operations */
+
+/* y[M, N] = x[M, K] . W^T (+ bias[N]); W is an [N rows of K] weight. */
+static inline void rg_op_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
+                                const rg_bweight *bias) {
+  be->iface->matmul(be, y, x, M, w, bias);
+}
+/* out[i, :] = row ids[i] of the embedding table W ([vocab rows of d]); ids
+ * must be in range (the caller validates them). */
+static inline void rg_op_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const int32_t *ids, int n) {
+  be->iface->embed(be, out, w, ids, n);
+}
+/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * w  (Llama RMSNorm). */
+static inline void rg_op_rmsnorm(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bweight *w, int rows, int d,
+                                 float eps) {
+  be->iface->rmsnorm(be, y, x, w, rows, d, eps);
+}
+/* Rotary embedding in place on x[n_tokens, n_heads * head_dim]; token t is at
+ * position pos[t]; inv_freq[head_dim/2] are the per-pair frequencies (after
+ * any scaling); the angle is (float)pos * inv_freq[i] as in transformers.
+ * adjacent: rotate (x[2i], x[2i+1]) (GGUF llama); otherwise HF rotate-half
+ * (x[i], x[i + head_dim/2]). head_dim <= RG_MAX_HEAD_DIM. */
+enum { RG_MAX_HEAD_DIM = 512 };
+static inline void rg_op_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
+                              const float *inv_freq, bool adjacent) {
+  be->iface->rope(be, x, n_tokens, n_heads, head_dim, pos, inv_freq, adjacent);
+}
+/* Writes k/v rows [n_tokens, n_kv_heads*head_dim] into one layer's caches
+ * ([max_seqs, max_ctx, n_kv_heads*head_dim]) at (seq[t], pos[t]). */
+static inline void rg_op_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const rg_buf *k, const rg_buf *v,
+                                  const rg_attn_desc *a) {
+  be->iface->kv_store(be, k_cache, v_cache, k, v, a);
+}
+/* out[t, h*hd ...] = softmax(q_h . K^T / sqrt(hd)) V over the masked cache
+ * rows of token t's sequence; query head h uses kv head h / (n_heads /
+ * n_kv_heads) (GQA). */
+static inline void rg_op_attention(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache,
+                                   const rg_buf *v_cache, const rg_attn_desc *a) {
+  be->iface->attention(be, out, q, k_cache, v_cache, a);
+}
+/* out = silu(gate) * up, n floats. */
+static inline void rg_op_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n) {
+  be->iface->swiglu(be, out, gate, up, n);
+}
+/* y = a + b, n floats. */
+static inline void rg_op_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n) {
+  be->iface->add(be, y, a, b, n);
+}
+/* Directional ablation of every row: x[i] -= (x[i] . u) u, u = unit[d]. */
+static inline void rg_op_ablate(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit) {
+  be->iface->ablate(be, x, rows, d, unit);
+}
+/* x[i] += c * v for every row, v[d]. */
+static inline void rg_op_add_scaled(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c) {
+  be->iface->add_scaled(be, x, rows, d, v, c);
+}
+
+#endif

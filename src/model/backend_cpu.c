@@ -1,0 +1,374 @@
+/* backend_cpu.c: the CPU implementation of backend.h.
+ *
+ * Matrix products go to OpenBLAS cblas_sgemm on float32. A weight in another
+ * dtype is either copied to float32 once (rg_backend_weight, when the whole
+ * model fits comfortably in RAM) or kept in its file dtype and dequantized in
+ * row tiles into a scratch buffer right before each sgemm on the tile, which
+ * keeps a 7B bf16 model at its mmap size plus one tile.
+ *
+ * Everything else (norms, RoPE, attention, elementwise ops) is OpenMP loops.
+ * sgemm is always called outside OpenMP parallel regions: Debian's OpenBLAS
+ * is the pthreads build and runs its own threads. Both thread counts come
+ * from the one `threads` setting.
+ */
+#include "model/backend.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+/* Floats of dequantized weight per sgemm tile (16 MiB): large enough that
+ * sgemm runs near its peak, small enough to stay in a big L3/L2 slice. */
+enum { TILE_FLOATS = 4 << 20 };
+/* Below this many floats an elementwise op runs on one thread: forking the
+ * team costs more than the work. */
+enum { PAR_MIN = 1 << 14 };
+
+typedef struct {
+  rg_backend base;
+  bool copy_f32; /* the decision for non-f32 matrices */
+  float *tile;   /* dequantization scratch for tiled weights */
+  size_t tile_floats;
+} cpu_backend;
+
+struct rg_bweight {
+  const rg_tensor *t;
+  int64_t rows, cols;
+  size_t row_bytes; /* of one row in the file dtype */
+  const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
+  float *owned;     /* the copy we allocated, freed with the weight */
+};
+
+static cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
+
+/* ---------------------------------------------------------------- buffers */
+
+static rg_buf *cpu_buf_new(rg_backend *be, size_t n) {
+  rg_buf *b = malloc(sizeof *b);
+  float *d = calloc(n ? n : 1, sizeof(float));
+  if (!b || !d) {
+    free(b);
+    free(d);
+    rg_error_set("cpu backend: out of memory allocating %zu floats", n);
+    return NULL;
+  }
+  b->n = n;
+  b->data = d;
+  return b;
+}
+
+static void cpu_buf_free(rg_backend *be, rg_buf *b) {
+  free(b->data);
+  free(b);
+}
+
+static void cpu_buf_upload(rg_backend *be, rg_buf *dst, size_t offset, const float *src, size_t n) {
+  memcpy(dst->data + offset, src, n * sizeof(float));
+}
+
+static void cpu_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
+  memcpy(dst, src->data + offset, n * sizeof(float));
+}
+
+static void cpu_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width) {
+  for (int i = 0; i < n; i++)
+    memmove(dst->data + (size_t)i * width, src->data + (size_t)rows[i] * width, (size_t)width * sizeof(float));
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static const uint8_t *row_ptr(const rg_bweight *w, int64_t r) {
+  return (const uint8_t *)w->t->data + (size_t)r * w->row_bytes;
+}
+
+/* Dequantizes rows [r0, r0+n) into dst; the dtype was checked at creation,
+ * so rg_dequantize_row cannot fail here. */
+static void dequant_rows(const rg_bweight *w, int64_t r0, int64_t n, float *dst) {
+#pragma omp parallel for schedule(static) if (n * w->cols > PAR_MIN)
+  for (int64_t r = 0; r < n; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), dst + r * w->cols, w->cols);
+}
+
+static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t) {
+  const rg_dtype_info *info = rg_dtype_get(t->type);
+  const char *name = t->name ? t->name : "(tensor)";
+  if (!info || !info->can_dequantize) {
+    rg_error_set("%s: dtype %d cannot be used for compute", name, t->type);
+    return NULL;
+  }
+  int64_t cols = t->ne[0], rows = rg_tensor_nrows(t);
+  size_t row_bytes = rg_dtype_row_bytes(t->type, cols);
+  if (cols <= 0 || rows <= 0 || row_bytes == 0 || (size_t)rows > SIZE_MAX / row_bytes ||
+      row_bytes * (size_t)rows > t->nbytes) {
+    rg_error_set("%s: %lld x %lld %s elements do not fit its %zu bytes", name, (long long)rows, (long long)cols,
+                 info->name, t->nbytes);
+    return NULL;
+  }
+  rg_bweight *w = calloc(1, sizeof *w);
+  if (!w) {
+    rg_error_set("%s: out of memory", name);
+    return NULL;
+  }
+  *w = (rg_bweight){.t = t, .rows = rows, .cols = cols, .row_bytes = row_bytes};
+  bool aligned_f32 = t->type == RG_F32 && ((uintptr_t)t->data % sizeof(float)) == 0;
+  if (aligned_f32) {
+    w->f32 = t->data;
+  } else if (rows == 1 || cpu(be)->copy_f32 || t->type == RG_F32) {
+    /* Vectors (norms, biases) are always copied: they are tiny and used
+     * whole. A misaligned f32 matrix is copied too. */
+    w->owned = malloc((size_t)rows * (size_t)cols * sizeof(float));
+    if (!w->owned) {
+      free(w);
+      rg_error_set("%s: out of memory for a %lld x %lld f32 copy", name, (long long)rows, (long long)cols);
+      return NULL;
+    }
+    dequant_rows(w, 0, rows, w->owned);
+    w->f32 = w->owned;
+  } else if (cpu(be)->tile_floats < (size_t)cols) {
+    /* A tiled matrix: make sure the scratch holds at least one of its rows. */
+    cpu_backend *c = cpu(be);
+    size_t n = cols > TILE_FLOATS ? (size_t)cols : TILE_FLOATS;
+    float *tile = realloc(c->tile, n * sizeof(float));
+    if (!tile) {
+      free(w);
+      rg_error_set("%s: out of memory for a %zu-float dequantization tile", name, n);
+      return NULL;
+    }
+    c->tile = tile;
+    c->tile_floats = n;
+  }
+  return w;
+}
+
+static void cpu_weight_free(rg_backend *be, rg_bweight *w) {
+  free(w->owned);
+  free(w);
+}
+
+static size_t cpu_weight_bytes(const rg_bweight *w) {
+  return w->owned ? (size_t)w->rows * (size_t)w->cols * sizeof(float) : 0;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias) {
+  const int K = (int)w->cols, N = (int)w->rows;
+  if (M <= 0) return;
+  if (w->f32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x->data, K, w->f32, K, 0.0f, y->data, N);
+  } else {
+    /* Tiled: dequantize tile_rows rows of W, multiply, next tile. The
+     * scratch holds at least one row (allocated with the weight). */
+    cpu_backend *c = cpu(be);
+    int tile_rows = c->tile_floats / (size_t)K > (size_t)N ? N : (int)(c->tile_floats / (size_t)K);
+    for (int n0 = 0; n0 < N; n0 += tile_rows) {
+      int nr = N - n0 < tile_rows ? N - n0 : tile_rows;
+      dequant_rows(w, n0, nr, c->tile);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, K, 1.0f, x->data, K, c->tile, K, 0.0f,
+                  y->data + n0, N);
+    }
+  }
+  if (bias) {
+    const float *b = bias->f32;
+    float *yd = y->data;
+#pragma omp parallel for schedule(static) if ((size_t)M * N > PAR_MIN)
+    for (int m = 0; m < M; m++)
+      for (int n = 0; n < N; n++) yd[(size_t)m * N + n] += b[n];
+  }
+}
+
+static void cpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const int32_t *ids, int n) {
+  const int64_t d = w->cols;
+  float *o = out->data;
+#pragma omp parallel for schedule(static) if ((size_t)n * d > PAR_MIN)
+  for (int i = 0; i < n; i++) {
+    if (w->f32)
+      memcpy(o + (size_t)i * d, w->f32 + (size_t)ids[i] * d, (size_t)d * sizeof(float));
+    else
+      rg_dequantize_row(w->t->type, row_ptr(w, ids[i]), o + (size_t)i * d, d);
+  }
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+static void cpu_rmsnorm(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bweight *w, int rows, int d, float eps) {
+  const float *xd = x->data, *g = w->f32;
+  float *yd = y->data;
+#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    const float *xr = xd + (size_t)r * d;
+    float *yr = yd + (size_t)r * d;
+    double ss = 0;
+    for (int i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
+    /* transformers: x * rsqrt(mean + eps) in float32, then weight * that. */
+    float inv = (float)(1.0 / sqrt(ss / d + eps));
+    for (int i = 0; i < d; i++) yr[i] = g[i] * (xr[i] * inv);
+  }
+}
+
+static void cpu_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
+                     const float *inv_freq, bool adjacent) {
+  const int half = head_dim / 2;
+  float *xd = x->data;
+#pragma omp parallel for schedule(static) if ((size_t)n_tokens * n_heads * head_dim > PAR_MIN)
+  for (int t = 0; t < n_tokens; t++) {
+    float cs[RG_MAX_HEAD_DIM / 2], sn[RG_MAX_HEAD_DIM / 2];
+    for (int i = 0; i < half; i++) {
+      float ang = (float)pos[t] * inv_freq[i];
+      cs[i] = cosf(ang);
+      sn[i] = sinf(ang);
+    }
+    for (int h = 0; h < n_heads; h++) {
+      float *v = xd + ((size_t)t * n_heads + h) * head_dim;
+      for (int i = 0; i < half; i++) {
+        int a = adjacent ? 2 * i : i, b = adjacent ? 2 * i + 1 : i + half;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x1 * cs[i] + x0 * sn[i];
+      }
+    }
+  }
+}
+
+static void cpu_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n) {
+  const float *g = gate->data, *u = up->data;
+  float *o = out->data;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+  for (size_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void cpu_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n) {
+  const float *ad = a->data, *bd = b->data;
+  float *yd = y->data;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+  for (size_t i = 0; i < n; i++) yd[i] = ad[i] + bd[i];
+}
+
+static void cpu_ablate(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit) {
+  const float *u = unit->data;
+  float *xd = x->data;
+#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    float *xr = xd + (size_t)r * d;
+    double dot = 0;
+    for (int i = 0; i < d; i++) dot += (double)xr[i] * u[i];
+    float p = (float)dot;
+    for (int i = 0; i < d; i++) xr[i] -= p * u[i];
+  }
+}
+
+static void cpu_add_scaled(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c) {
+  const float *vd = v->data;
+  float *xd = x->data;
+#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+  for (int r = 0; r < rows; r++)
+    for (int i = 0; i < d; i++) xd[(size_t)r * d + i] += c * vd[i];
+}
+
+/* ---------------------------------------------------------------- attention */
+
+static void cpu_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const rg_buf *k, const rg_buf *v,
+                         const rg_attn_desc *a) {
+  const size_t kvd = (size_t)a->n_kv_heads * a->head_dim;
+  for (int t = 0; t < a->n_tokens; t++) {
+    size_t slot = ((size_t)a->seq[t] * a->max_ctx + a->pos[t]) * kvd;
+    memcpy(k_cache->data + slot, k->data + t * kvd, kvd * sizeof(float));
+    memcpy(v_cache->data + slot, v->data + t * kvd, kvd * sizeof(float));
+  }
+}
+
+/* One pass over the keys with an online softmax (running max m, running
+ * sum l, output rescaled when m grows), so no score scratch is needed. */
+static void cpu_attention(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache,
+                          const rg_attn_desc *a) {
+  const int hd = a->head_dim, nh = a->n_heads, group = a->n_heads / a->n_kv_heads;
+  const size_t kvd = (size_t)a->n_kv_heads * hd;
+  const float scale = 1.0f / sqrtf((float)hd);
+  const float *qd = q->data, *kc = k_cache->data, *vc = v_cache->data;
+  float *od = out->data;
+  const int n_work = a->n_tokens * nh;
+#pragma omp parallel for schedule(dynamic, 4) if (n_work > 1)
+  for (int w = 0; w < n_work; w++) {
+    const int t = w / nh, h = w % nh, kvh = h / group;
+    const int p = a->pos[t];
+    const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+    const float *qv = qd + ((size_t)t * nh + h) * hd;
+    const size_t base = (size_t)a->seq[t] * a->max_ctx * kvd + (size_t)kvh * hd;
+    float *o = od + ((size_t)t * nh + h) * hd;
+    float m = -INFINITY, l = 0;
+    for (int i = 0; i < hd; i++) o[i] = 0;
+    for (int j = lo; j <= p; j++) {
+      const float *kv = kc + base + (size_t)j * kvd, *vv = vc + base + (size_t)j * kvd;
+      float s = 0;
+      for (int i = 0; i < hd; i++) s += qv[i] * kv[i];
+      s *= scale;
+      if (s > m) {
+        float r = expf(m - s); /* 0 on the first key */
+        l *= r;
+        for (int i = 0; i < hd; i++) o[i] *= r;
+        m = s;
+      }
+      float e = expf(s - m);
+      l += e;
+      for (int i = 0; i < hd; i++) o[i] += e * vv[i];
+    }
+    for (int i = 0; i < hd; i++) o[i] /= l;
+  }
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static void cpu_free(rg_backend *be) {
+  cpu_backend *c = cpu(be);
+  free(c->tile);
+  free(c);
+}
+
+static const rg_backend_iface CPU_IFACE = {
+    .name = "cpu",
+    .free = cpu_free,
+    .buf_new = cpu_buf_new,
+    .buf_free = cpu_buf_free,
+    .buf_upload = cpu_buf_upload,
+    .buf_download = cpu_buf_download,
+    .gather_rows = cpu_gather_rows,
+    .weight_new = cpu_weight_new,
+    .weight_free = cpu_weight_free,
+    .weight_bytes = cpu_weight_bytes,
+    .matmul = cpu_matmul,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .ablate = cpu_ablate,
+    .add_scaled = cpu_add_scaled,
+};
+
+rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
+  rg_backend_opts o = opts ? *opts : (rg_backend_opts){0};
+  cpu_backend *c = calloc(1, sizeof *c);
+  if (!c) {
+    rg_error_set("cpu backend: out of memory");
+    return NULL;
+  }
+  int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads < 1) threads = 1;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  c->base = (rg_backend){.iface = &CPU_IFACE, .threads = threads};
+  if (o.weight_mode == RG_WEIGHTS_AUTO) {
+    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    c->copy_f32 = o.f32_weight_bytes > 0 && (double)o.f32_weight_bytes < 0.25 * ram;
+  } else {
+    c->copy_f32 = o.weight_mode == RG_WEIGHTS_F32;
+  }
+  return &c->base;
+}
