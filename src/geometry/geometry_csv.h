@@ -1,0 +1,46 @@
+/* geometry_csv.h: the three geometry result tables (docs/csv-formats.md
+ * documents every column). Writers only; each writes the whole file
+ * atomically (util/csv_write.h) and returns 0, or -1 with the error set.
+ * Row structs borrow their strings. Angles are in degrees.
+ */
+#ifndef RG_GEOMETRY_GEOMETRY_CSV_H
+#define RG_GEOMETRY_GEOMETRY_CSV_H
+
+#include "geometry/migration.h"
+#include "geometry/selection.h"
+#include "geometry/spectrum.h"
+
+/* geometry.csv: one row per step x layer x position. */
+typedef struct {
+  long step;
+  const char *checkpoint; /* path or name of the checkpoint */
+  int layer, pos;
+  const char *hook; /* TransformerLens name, e.g. "blocks.5.hook_resid_pre" */
+  long long n_harmful, n_harmless;
+  double dir_norm;                   /* |r[pos, layer]| */
+  double cos_step0, angle_step0_deg; /* vs the same (pos, layer) at step 0 */
+  double cos_prev, angle_prev_deg;   /* vs the previous step */
+  double auroc;                      /* harmful vs harmless projections onto r */
+  rg_spectrum_measures spectrum;
+  const char *matrix; /* what the spectrum was computed on */
+} rg_geometry_row;
+
+int rg_write_geometry_csv(const char *path, const rg_geometry_row *rows, int n);
+
+/* carriers.csv: one row per candidate per step. */
+typedef struct {
+  long step;
+  rg_candidate c;
+  rg_reject_reason reason;
+  int rank; /* 0-based among the step's survivors, -1 if rejected */
+} rg_carrier_row;
+
+/* The n_candidates rows of one step's selection, into out[sel->n_candidates]. */
+void rg_carrier_rows_fill(rg_carrier_row *out, long step, const rg_candidate *c, const rg_selection *sel);
+
+int rg_write_carriers_csv(const char *path, const rg_carrier_row *rows, int n);
+
+/* migration.csv: one row per step. */
+int rg_write_migration_csv(const char *path, const rg_migration_row *rows, int n);
+
+#endif
