@@ -63,8 +63,7 @@ int rg_subspace_angles(const double *A, int ka, const double *B, int kb, int d, 
   c = malloc((size_t)ra * (size_t)rb * sizeof *c);
   sigma = malloc((size_t)n * sizeof *sigma);
   mu = malloc((size_t)n * sizeof *mu);
-  int big = ra >= rb ? rb : ra; /* columns of the residual matrix, == n */
-  resid = malloc((size_t)d * (size_t)big * sizeof *resid);
+  resid = malloc((size_t)d * (size_t)n * sizeof *resid); /* d x min(ra, rb) */
   if (!c || !sigma || !mu || !resid) {
     n = rg_error_set("subspace angles: out of memory");
     goto done;
@@ -85,7 +84,7 @@ int rg_subspace_angles(const double *A, int ka, const double *B, int kb, int d, 
     memcpy(resid, qa, (size_t)d * (size_t)ra * sizeof *resid);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, d, ra, rb, -1.0, qb, d, c, ra, 1.0, resid, d);
   }
-  if (rg_singular_values(resid, big, d, mu) != 0) {
+  if (rg_singular_values(resid, n, d, mu) != 0) {
     n = -1;
     goto done;
   }
