@@ -1,0 +1,328 @@
+/* test_fileio: util/fileio.c against the contract in fileio.h and POSIX.
+ *
+ * The references are the file system itself (stat, a second read with
+ * stdio) and errno's strerror text; nothing is compared with a value that
+ * fileio produced. Every test works in its own directory under REFGEO_TMP.
+ */
+#include "testlib.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/fileio.h"
+
+/* REFGEO_TMP/fileio-PID-NAME, created empty. */
+static char *scratch_dir(const char *name) {
+  char leaf[128];
+  snprintf(leaf, sizeof leaf, "fileio-%ld-%s", (long)getpid(), name);
+  char *dir = t_tmp_path(leaf);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) fail_msg("%s: %s", dir, strerror(errno));
+  return dir;
+}
+
+static char *join(const char *dir, const char *name) {
+  char *p = rg_path_join(dir, name);
+  assert_non_null(p);
+  return p;
+}
+
+/* The file's bytes read with plain stdio, independent of rg_read_file. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) fail_msg("%s: %s", path, strerror(errno));
+  char *buf = malloc(1 << 16);
+  assert_non_null(buf);
+  *len = fread(buf, 1, (1 << 16) - 1, fp);
+  buf[*len] = '\0';
+  fclose(fp);
+  return buf;
+}
+
+static void write_plain(const char *path, const char *text) {
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  fputs(text, fp);
+  fclose(fp);
+}
+
+/* The temp name the header documents: "PATH.tmp.PID". */
+static char *tmp_name_of(const char *path) {
+  size_t n = strlen(path) + 32;
+  char *p = malloc(n);
+  assert_non_null(p);
+  snprintf(p, n, "%s.tmp.%ld", path, (long)getpid());
+  return p;
+}
+
+static void test_write_then_read(void **state) {
+  char *dir = scratch_dir("rw");
+  char *path = join(dir, "out.bin");
+  const char data[] = "line one\nline two\0with a NUL";
+  assert_int_equal(rg_write_file_atomic(path, data, sizeof data), 0);
+  size_t len = 0;
+  char *got = slurp(path, &len);
+  assert_int_equal(len, sizeof data);
+  assert_memory_equal(got, data, sizeof data);
+  free(got);
+
+  char *back = rg_read_file(path, &len);
+  assert_non_null(back);
+  assert_int_equal(len, sizeof data);
+  assert_memory_equal(back, data, sizeof data);
+  assert_int_equal(back[len], '\0'); /* NUL-terminated past the data */
+  free(back);
+
+  /* Overwrites, and an empty write makes an empty file. */
+  assert_int_equal(rg_write_file_atomic(path, "", 0), 0);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_size, 0);
+  back = rg_read_file(path, &len);
+  assert_non_null(back);
+  assert_int_equal(len, 0);
+  assert_string_equal(back, "");
+  free(back);
+
+  unlink(path);
+  rmdir(dir);
+  free(path);
+  free(dir);
+}
+
+static void test_atomic_commit_renames(void **state) {
+  char *dir = scratch_dir("commit");
+  char *path = join(dir, "result.csv");
+  char *tmp = tmp_name_of(path);
+  write_plain(path, "old\n");
+
+  rg_atomic_file f;
+  assert_int_equal(rg_atomic_open(&f, path), 0);
+  fputs("new,contents\n", f.fp);
+  fflush(f.fp);
+  /* Until commit the old file is intact and the data sits in the temp file. */
+  size_t len;
+  char *now = slurp(path, &len);
+  assert_string_equal(now, "old\n");
+  free(now);
+  assert_true(rg_path_exists(tmp));
+
+  assert_int_equal(rg_atomic_commit(&f), 0);
+  assert_false(rg_path_exists(tmp));
+  now = slurp(path, &len);
+  assert_string_equal(now, "new,contents\n");
+  free(now);
+  assert_null(f.fp); /* released */
+
+  unlink(path);
+  rmdir(dir);
+  free(tmp);
+  free(path);
+  free(dir);
+}
+
+static void test_atomic_abort_removes_temp(void **state) {
+  char *dir = scratch_dir("abort");
+  char *path = join(dir, "result.csv");
+  char *tmp = tmp_name_of(path);
+  write_plain(path, "keep me\n");
+
+  rg_atomic_file f;
+  assert_int_equal(rg_atomic_open(&f, path), 0);
+  fputs("half-written", f.fp);
+  assert_true(rg_path_exists(tmp));
+  rg_atomic_abort(&f);
+  assert_false(rg_path_exists(tmp));
+  size_t len;
+  char *now = slurp(path, &len);
+  assert_string_equal(now, "keep me\n");
+  free(now);
+
+  /* Aborting a writer for a file that never existed leaves nothing behind. */
+  char *fresh = join(dir, "never.csv");
+  assert_int_equal(rg_atomic_open(&f, fresh), 0);
+  rg_atomic_abort(&f);
+  assert_false(rg_path_exists(fresh));
+
+  unlink(path);
+  rmdir(dir);
+  free(fresh);
+  free(tmp);
+  free(path);
+  free(dir);
+}
+
+/* rename() of a file over a directory fails (EISDIR): commit must report it,
+ * name the target and remove the temp file. */
+static void test_atomic_commit_failure_cleans_up(void **state) {
+  char *dir = scratch_dir("commitfail");
+  char *target = join(dir, "is_a_dir");
+  char *tmp = tmp_name_of(target);
+  assert_int_equal(mkdir(target, 0755), 0);
+
+  rg_atomic_file f;
+  assert_int_equal(rg_atomic_open(&f, target), 0);
+  fputs("data", f.fp);
+  rg_error_clear();
+  assert_int_equal(rg_atomic_commit(&f), -1);
+  assert_non_null(strstr(rg_error_get(), target));
+  assert_false(rg_path_exists(tmp));
+  assert_true(rg_is_dir(target));
+
+  rmdir(target);
+  rmdir(dir);
+  free(tmp);
+  free(target);
+  free(dir);
+}
+
+static void test_atomic_open_missing_dir(void **state) {
+  char *dir = scratch_dir("nodir");
+  char *path = join(dir, "missing/sub/out.csv");
+  rg_atomic_file f;
+  rg_error_clear();
+  assert_int_equal(rg_atomic_open(&f, path), -1);
+  assert_non_null(strstr(rg_error_get(), path));             /* names the file */
+  assert_non_null(strstr(rg_error_get(), strerror(ENOENT))); /* and the reason */
+  assert_int_equal(rg_write_file_atomic(path, "x", 1), -1);
+  assert_false(rg_path_exists(path));
+  rmdir(dir);
+  free(path);
+  free(dir);
+}
+
+static void test_read_file_errors_name_path(void **state) {
+  char *dir = scratch_dir("readerr");
+  char *path = join(dir, "absent.json");
+  rg_error_clear();
+  assert_null(rg_read_file(path, NULL));
+  char want[1024];
+  snprintf(want, sizeof want, "%s: %s", path, strerror(ENOENT));
+  assert_string_equal(rg_error_get(), want);
+
+  /* Unreadable file (skipped as root, who can read anything). */
+  char *locked = join(dir, "locked.txt");
+  write_plain(locked, "secret");
+  chmod(locked, 0);
+  if (geteuid() != 0) {
+    assert_null(rg_read_file(locked, NULL));
+    snprintf(want, sizeof want, "%s: %s", locked, strerror(EACCES));
+    assert_string_equal(rg_error_get(), want);
+  }
+  unlink(locked);
+  rmdir(dir);
+  free(locked);
+  free(path);
+  free(dir);
+}
+
+static void test_mmap(void **state) {
+  char *dir = scratch_dir("mmap");
+  char *path = join(dir, "blob.bin");
+  write_plain(path, "0123456789");
+  rg_mmap m;
+  assert_int_equal(rg_mmap_open(path, &m), 0);
+  assert_int_equal(m.size, 10);
+  assert_memory_equal(m.data, "0123456789", 10);
+  rg_mmap_close(&m);
+  assert_null(m.data);
+
+  char *empty = join(dir, "empty.bin");
+  write_plain(empty, "");
+  rg_error_clear();
+  assert_int_equal(rg_mmap_open(empty, &m), -1);
+  assert_non_null(strstr(rg_error_get(), empty));
+  rg_error_clear();
+  assert_int_equal(rg_mmap_open(dir, &m), -1);
+  assert_non_null(strstr(rg_error_get(), dir));
+  char *absent = join(dir, "absent.bin");
+  rg_error_clear();
+  assert_int_equal(rg_mmap_open(absent, &m), -1);
+  assert_non_null(strstr(rg_error_get(), absent));
+
+  unlink(path);
+  unlink(empty);
+  rmdir(dir);
+  free(absent);
+  free(empty);
+  free(path);
+  free(dir);
+}
+
+static void test_mkdir_p(void **state) {
+  char *dir = scratch_dir("mkdir");
+  char *deep = join(dir, "a/b/c");
+  assert_int_equal(rg_mkdir_p(deep), 0);
+  struct stat st;
+  assert_int_equal(stat(deep, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(rg_mkdir_p(deep), 0); /* existing: fine */
+
+  char *slash = join(dir, "d/e/"); /* trailing slash */
+  assert_int_equal(rg_mkdir_p(slash), 0);
+  assert_true(rg_is_dir(slash));
+
+  /* A component that is a file: fails and names that component. */
+  char *file = join(dir, "plain");
+  write_plain(file, "x");
+  char *under = join(dir, "plain/sub/dir");
+  rg_error_clear();
+  assert_int_equal(rg_mkdir_p(under), -1);
+  assert_non_null(strstr(rg_error_get(), file));
+  assert_false(rg_path_exists(under));
+
+  char *d = join(dir, "d/e"), *dd = join(dir, "d"), *b = join(dir, "a/b"), *a = join(dir, "a");
+  rmdir(deep);
+  rmdir(b);
+  rmdir(a);
+  rmdir(d);
+  rmdir(dd);
+  unlink(file);
+  rmdir(dir);
+  free(d);
+  free(dd);
+  free(b);
+  free(a);
+  free(under);
+  free(file);
+  free(slash);
+  free(deep);
+  free(dir);
+}
+
+static void test_path_helpers(void **state) {
+  char *p = rg_path_join("/data/run", "acts.h5");
+  assert_string_equal(p, "/data/run/acts.h5");
+  free(p);
+  char *dir = scratch_dir("paths");
+  char *file = join(dir, "f");
+  write_plain(file, "x");
+  assert_true(rg_is_dir(dir));
+  assert_false(rg_is_dir(file));
+  assert_true(rg_path_exists(file));
+  unlink(file);
+  assert_false(rg_path_exists(file));
+  assert_false(rg_is_dir(file));
+  rmdir(dir);
+  free(file);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_write_then_read),
+      cmocka_unit_test(test_atomic_commit_renames),
+      cmocka_unit_test(test_atomic_abort_removes_temp),
+      cmocka_unit_test(test_atomic_commit_failure_cleans_up),
+      cmocka_unit_test(test_atomic_open_missing_dir),
+      cmocka_unit_test(test_read_file_errors_name_path),
+      cmocka_unit_test(test_mmap),
+      cmocka_unit_test(test_mkdir_p),
+      cmocka_unit_test(test_path_helpers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
