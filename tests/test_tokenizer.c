@@ -1,0 +1,258 @@
+/* test_tokenizer: the byte-level (SmolLM2 GGUF) and SentencePiece (Mistral
+ * tokenizer.json) tokenizers against independent references.
+ *
+ * tests/fixtures/tokenizer/cases.json (tools/reference/make_tokenizer_fixtures.py)
+ * holds 320 strings (hex, so invalid UTF-8 is exact) with
+ *  - smollm: ids from Hugging Face `tokenizers` built from the GGUF's vocab and
+ *    merges with SmolLM2's tokenizer.json pre-tokenizer/decoder/specials, with
+ *    and without special-token parsing, and its decode (with/without skip);
+ *  - mistral: ids and decode from the `sentencepiece` package on Mistral-7B
+ *    v0.1's tokenizer.model.v1.
+ * Token ids are exact; there is no tolerance. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+#include "testlib.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+static cJSON *load_cases(void) {
+  char *path = t_fixture_path("tokenizer/cases.json");
+  size_t len;
+  char *text = rg_read_file(path, &len);
+  assert_non_null(text);
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  assert_non_null(root);
+  free(text);
+  free(path);
+  return root;
+}
+
+static char *from_hex(const char *hex, size_t *len) {
+  size_t n = strlen(hex) / 2;
+  char *out = malloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
+    unsigned b;
+    sscanf(hex + 2 * i, "%2x", &b);
+    out[i] = (char)b;
+  }
+  out[n] = '\0';
+  *len = n;
+  return out;
+}
+
+/* Whether the ids equal the JSON array EXPECTED; prints the first mismatches. */
+static bool ids_match(const char *what, const char *hex, const int32_t *ids, int n, const cJSON *expected,
+                      int *n_reported) {
+  bool same = cJSON_GetArraySize(expected) == n;
+  for (int i = 0; same && i < n; i++) same = cJSON_GetArrayItem(expected, i)->valueint == ids[i];
+  if (!same && (*n_reported)++ < 5) {
+    char *exp = cJSON_PrintUnformatted(expected);
+    fprintf(stderr, "%s mismatch on hex %s: expected %s, got [", what, hex, exp);
+    for (int i = 0; i < n; i++) fprintf(stderr, "%s%d", i ? "," : "", ids[i]);
+    fprintf(stderr, "]\n");
+    free(exp);
+  }
+  return same;
+}
+
+static bool str_match(const char *what, const char *hex, const char *got, const char *expected, int *n_reported) {
+  bool same = got && strcmp(got, expected) == 0;
+  if (!same && (*n_reported)++ < 5)
+    fprintf(stderr, "%s mismatch on hex %s: expected \"%s\", got \"%s\"\n", what, hex, expected, got ? got : "(null)");
+  return same;
+}
+
+static bool valid_utf8(const char *s, size_t len) {
+  /* Well-formed UTF-8 per Unicode table 3-7 (written independently of the
+   * tokenizer's own repair code). */
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < len;) {
+    unsigned c = u[i];
+    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!n || i + n > len) return false;
+    for (size_t k = 1; k < n; k++)
+      if ((u[i + k] & 0xC0) != 0x80) return false;
+    if ((c == 0xE0 && u[i + 1] < 0xA0) || (c == 0xED && u[i + 1] > 0x9F) || (c == 0xF0 && u[i + 1] < 0x90) ||
+        (c == 0xF4 && u[i + 1] > 0x8F))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+static void test_smollm_gguf(void **state) {
+  (void)state;
+  rg_gguf *g = rg_gguf_open(t_env("REFGEO_MODEL"));
+  assert_non_null(g);
+  rg_tokenizer *t = rg_tokenizer_from_gguf(g);
+  if (!t) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(t);
+  rg_gguf_close(g); /* the tokenizer keeps its own copies */
+  assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_BYTE);
+  assert_int_equal(rg_tokenizer_vocab_size(t), 49152);
+  assert_int_equal(rg_tokenizer_bos(t), 1);
+  assert_int_equal(rg_tokenizer_eos(t), 2);
+  assert_int_equal(rg_tokenizer_pad(t), 2);
+  assert_false(rg_tokenizer_adds_bos(t));
+  assert_string_equal(rg_token_text(t, 1), "<|im_start|>");
+  assert_int_equal(rg_token_lookup(t, "<|im_end|>"), 2);
+  assert_true(rg_token_is_special(t, 2));
+  assert_false(rg_token_is_special(t, 100));
+
+  cJSON *root = load_cases();
+  int n_cases = 0, bad_ids = 0, bad_plain = 0, bad_dec = 0, bad_skip = 0, bad_round = 0, reported = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+    const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
+    const cJSON *ref = cJSON_GetObjectItem(c, "smollm");
+    size_t len;
+    char *text = from_hex(hex, &len);
+    int32_t *ids;
+    int n;
+    assert_int_equal(rg_tokenize(t, text, len, true, true, &ids, &n), 0);
+    bad_ids += !ids_match("smollm ids", hex, ids, n, cJSON_GetObjectItem(ref, "ids"), &reported);
+    char *dec = rg_detokenize(t, ids, n, false);
+    char *skip = rg_detokenize(t, ids, n, true);
+    bad_dec += !str_match("smollm decode", hex, dec, cJSON_GetObjectItem(ref, "decoded")->valuestring, &reported);
+    bad_skip += !str_match("smollm decode(skip)", hex, skip, cJSON_GetObjectItem(ref, "decoded_skip")->valuestring,
+                           &reported);
+    /* a C string cannot carry a NUL byte back, so "nul\0byte" is left out */
+    if (valid_utf8(text, len) && !memchr(text, 0, len)) bad_round += !(dec && strlen(dec) == len && memcmp(dec, text, len) == 0);
+    free(dec);
+    free(skip);
+    free(ids);
+    assert_int_equal(rg_tokenize(t, text, len, false, true, &ids, &n), 0);
+    bad_plain += !ids_match("smollm ids(no special)", hex, ids, n, cJSON_GetObjectItem(ref, "ids_plain"), &reported);
+    free(ids);
+    free(text);
+    n_cases++;
+  }
+  fprintf(stderr, "smollm: %d cases; mismatches ids %d, ids(no special) %d, decode %d, decode(skip) %d, "
+                  "round trip %d\n",
+          n_cases, bad_ids, bad_plain, bad_dec, bad_skip, bad_round);
+  assert_true(n_cases >= 300);
+  assert_int_equal(bad_ids + bad_plain + bad_dec + bad_skip + bad_round, 0);
+  cJSON_Delete(root);
+  rg_tokenizer_free(t);
+}
+
+static void test_mistral_json(void **state) {
+  (void)state;
+  char *path = t_fixture_path("tokenizer/mistral_tokenizer.json");
+  rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+  if (!t) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(t);
+  free(path);
+  assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_SPM);
+  assert_int_equal(rg_tokenizer_vocab_size(t), 32000);
+  assert_int_equal(rg_tokenizer_bos(t), 1);
+  assert_int_equal(rg_tokenizer_eos(t), 2);
+
+  cJSON *root = load_cases();
+  int n_cases = 0, bad_ids = 0, bad_dec = 0, reported = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+    const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
+    const cJSON *ref = cJSON_GetObjectItem(c, "mistral");
+    size_t len;
+    char *text = from_hex(hex, &len);
+    int32_t *ids;
+    int n;
+    /* sentencepiece never parses special-token text, so neither do we here */
+    assert_int_equal(rg_tokenize(t, text, len, false, false, &ids, &n), 0);
+    bad_ids += !ids_match("mistral ids", hex, ids, n, cJSON_GetObjectItem(ref, "ids"), &reported);
+    char *dec = rg_detokenize(t, ids, n, true);
+    bad_dec += !str_match("mistral decode", hex, dec, cJSON_GetObjectItem(ref, "decoded")->valuestring, &reported);
+    free(dec);
+    free(ids);
+    free(text);
+    n_cases++;
+  }
+  fprintf(stderr, "mistral: %d cases; mismatches ids %d, decode %d\n", n_cases, bad_ids, bad_dec);
+  assert_int_equal(bad_ids + bad_dec, 0);
+  cJSON_Delete(root);
+  rg_tokenizer_free(t);
+}
+
+/* A malformed tokenizer.json gives NULL and one line naming the file. */
+static void expect_json_error(const char *name, const char *json, const char *phrase) {
+  char *path = t_write_tmp(name, json, strlen(json));
+  rg_error_clear();
+  rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+  assert_null(t);
+  const char *err = rg_error_get();
+  fprintf(stderr, "%s -> %s\n", name, err);
+  assert_non_null(strstr(err, path));
+  assert_non_null(strstr(err, phrase));
+  assert_null(strchr(err, '\n'));
+  free(path);
+}
+
+static void test_json_errors(void **state) {
+  (void)state;
+  expect_json_error("tok_bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", "invalid JSON");
+  expect_json_error("tok_novocab.json", "{\"model\": {\"type\": \"BPE\", \"merges\": []}}", "model.vocab");
+  expect_json_error("tok_badmerge.json",
+                    "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\", "
+                    "\"a zz\"]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+                    "merge 1");
+  expect_json_error("tok_badid.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -4}, \"merges\": []}}",
+                    "bad id");
+  expect_json_error("tok_nopre.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}",
+                    "neither");
+  char *missing = t_tmp_path("no_such_tokenizer.json");
+  assert_null(rg_tokenizer_from_json(missing, NULL));
+  assert_non_null(strstr(rg_error_get(), missing));
+  free(missing);
+}
+
+/* 10k words well under a second (the bound is loose for sanitizer builds). */
+static void test_speed_and_bad_ids(void **state) {
+  (void)state;
+  rg_gguf *g = rg_gguf_open(t_env("REFGEO_MODEL"));
+  assert_non_null(g);
+  rg_tokenizer *t = rg_tokenizer_from_gguf(g);
+  rg_gguf_close(g);
+  assert_non_null(t);
+  static const char *WORDS[] = {"the", "refusal", "direction", "is", "computed", "from", "12345", "activations,",
+                                "über", "数据", "\n\n", "  "};
+  size_t cap = 200000, len = 0;
+  char *text = malloc(cap);
+  for (int i = 0; i < 10000; i++) len += (size_t)snprintf(text + len, cap - len, "%s ", WORDS[(i * 7) % 12]);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  int32_t *ids;
+  int n;
+  assert_int_equal(rg_tokenize(t, text, len, true, false, &ids, &n), 0);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  fprintf(stderr, "10k words (%zu bytes) -> %d tokens in %.3f s\n", len, n, s);
+  assert_true(s < 3.0);
+  char *dec = rg_detokenize(t, ids, n, false);
+  assert_non_null(dec);
+  assert_int_equal(strlen(dec), len);
+  assert_memory_equal(dec, text, len);
+  free(dec);
+  int32_t bad[2] = {5, 49152};
+  assert_null(rg_detokenize(t, bad, 2, false));
+  assert_non_null(strstr(rg_error_get(), "49152"));
+  free(ids);
+  free(text);
+  rg_tokenizer_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_smollm_gguf),
+      cmocka_unit_test(test_mistral_json),
+      cmocka_unit_test(test_json_errors),
+      cmocka_unit_test(test_speed_and_bad_ids),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
