@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testlib.h"
 #include "util/csv_table.h"
@@ -14,6 +15,7 @@
 
 static void test_round_trip(void **state) {
   char *path = t_tmp_path("csv_write_round_trip.csv");
+  unlink(path); /* left by an earlier run */
   const char *header[] = {"name", "count", "value"};
   const char *names[] = {"plain", "with, comma", "say \"hi\"", "two\nlines", " padded ", ""};
   const double values[] = {0.1, -1e-300, 1.0 / 3.0, 6.02214076e23, NAN, -INFINITY};
