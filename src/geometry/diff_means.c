@@ -49,6 +49,7 @@ static int check_cell(const rg_diff_means *dm, int pi, int layer) {
 static size_t cell_index(const rg_diff_means *dm, int pi, int layer) { return (size_t)pi * dm->n_layers + layer; }
 
 int rg_diff_means_add(rg_diff_means *dm, rg_prompt_class cls, int pi, int layer, const float *x) {
+  if (cls != RG_HARMFUL && cls != RG_HARMLESS) return rg_error_set("diff-in-means: bad prompt class %d", (int)cls);
   if (check_cell(dm, pi, layer) != 0) return -1;
   size_t cell = cell_index(dm, pi, layer);
   double *sum = dm->sum[cls] + cell * dm->d_model;
@@ -65,6 +66,7 @@ int rg_diff_means_add_prompt(rg_diff_means *dm, rg_prompt_class cls, const float
 }
 
 int rg_diff_means_mean(const rg_diff_means *dm, rg_prompt_class cls, int pi, int layer, double *out) {
+  if (cls != RG_HARMFUL && cls != RG_HARMLESS) return rg_error_set("diff-in-means: bad prompt class %d", (int)cls);
   if (check_cell(dm, pi, layer) != 0) return -1;
   size_t cell = cell_index(dm, pi, layer);
   long long n = dm->count[cls][cell];
