@@ -10,6 +10,7 @@ static const rg_command COMMANDS[] = {
     {"generate", cmd_generate, "generate a continuation of a prompt"},
     {"logits", cmd_logits, "print the top-K next-token logits of a prompt"},
     {"synth-model", cmd_synth_model, "write a random-weight model as sharded bf16 safetensors"},
+    {"repro", cmd_repro, "test whether a measured ASR curve reproduces a published one"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 

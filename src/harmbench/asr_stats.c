@@ -10,8 +10,10 @@ int rg_wilson_interval(long k, long n, double z, double *lo, double *hi) {
   double denom = 1.0 + z2 / nn;
   double centre = (phat + z2 / (2.0 * nn)) / denom;
   double half = z / denom * sqrt(phat * (1.0 - phat) / nn + z2 / (4.0 * nn * nn));
-  *lo = fmax(0.0, centre - half);
-  *hi = fmin(1.0, centre + half);
+  /* At k = 0 (k = n) the lower (upper) bound is exactly 0 (1); rounding would
+   * leave ~1e-19 instead, which would put a published 0.000 outside. */
+  *lo = k == 0 ? 0.0 : fmax(0.0, centre - half);
+  *hi = k == n ? 1.0 : fmin(1.0, centre + half);
   return 0;
 }
 
