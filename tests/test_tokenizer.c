@@ -7,7 +7,8 @@
  *    merges with SmolLM2's tokenizer.json pre-tokenizer/decoder/specials, with
  *    and without special-token parsing, and its decode (with/without skip);
  *  - mistral: ids and decode from the `sentencepiece` package on Mistral-7B
- *    v0.1's tokenizer.model.v1.
+ *    v0.1's tokenizer.model.v1 (checked through tokenizer.json and GGUF);
+ *  - tiny: a small byte-level tokenizer.json trained by `tokenizers`.
  * Token ids are exact; there is no tolerance. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -142,6 +143,36 @@ static void test_smollm_gguf(void **state) {
   rg_tokenizer_free(t);
 }
 
+/* Compares T on every case against cases[i][KEY].ids and .decoded; returns
+ * the number of cases. */
+static int check_cases(const rg_tokenizer *t, const char *key, bool parse_special, bool add_bos, bool skip_special) {
+  cJSON *root = load_cases();
+  int n_cases = 0, bad_ids = 0, bad_dec = 0, reported = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+    const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
+    const cJSON *ref = cJSON_GetObjectItem(c, key);
+    size_t len;
+    char *text = from_hex(hex, &len);
+    int32_t *ids;
+    int n;
+    assert_int_equal(rg_tokenize(t, text, len, parse_special, add_bos, &ids, &n), 0);
+    bad_ids += !ids_match(key, hex, ids, n, cJSON_GetObjectItem(ref, "ids"), &reported);
+    char *dec = rg_detokenize(t, ids, n, skip_special);
+    bad_dec += !str_match(key, hex, dec, cJSON_GetObjectItem(ref, "decoded")->valuestring, &reported);
+    free(dec);
+    free(ids);
+    free(text);
+    n_cases++;
+  }
+  fprintf(stderr, "%s: %d cases; mismatches ids %d, decode %d\n", key, n_cases, bad_ids, bad_dec);
+  assert_int_equal(bad_ids + bad_dec, 0);
+  cJSON_Delete(root);
+  return n_cases;
+}
+
+/* SentencePiece from tokenizer.json (merges by rank) vs the sentencepiece
+ * package, which never parses special-token text: parse_special off. */
 static void test_mistral_json(void **state) {
   (void)state;
   char *path = t_fixture_path("tokenizer/mistral_tokenizer.json");
@@ -153,31 +184,64 @@ static void test_mistral_json(void **state) {
   assert_int_equal(rg_tokenizer_vocab_size(t), 32000);
   assert_int_equal(rg_tokenizer_bos(t), 1);
   assert_int_equal(rg_tokenizer_eos(t), 2);
-
-  cJSON *root = load_cases();
-  int n_cases = 0, bad_ids = 0, bad_dec = 0, reported = 0;
-  const cJSON *c;
-  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
-    const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
-    const cJSON *ref = cJSON_GetObjectItem(c, "mistral");
-    size_t len;
-    char *text = from_hex(hex, &len);
-    int32_t *ids;
-    int n;
-    /* sentencepiece never parses special-token text, so neither do we here */
-    assert_int_equal(rg_tokenize(t, text, len, false, false, &ids, &n), 0);
-    bad_ids += !ids_match("mistral ids", hex, ids, n, cJSON_GetObjectItem(ref, "ids"), &reported);
-    char *dec = rg_detokenize(t, ids, n, true);
-    bad_dec += !str_match("mistral decode", hex, dec, cJSON_GetObjectItem(ref, "decoded")->valuestring, &reported);
-    free(dec);
-    free(ids);
-    free(text);
-    n_cases++;
-  }
-  fprintf(stderr, "mistral: %d cases; mismatches ids %d, decode %d\n", n_cases, bad_ids, bad_dec);
-  assert_int_equal(bad_ids + bad_dec, 0);
-  cJSON_Delete(root);
+  assert_int_equal(rg_token_lookup(t, "<0x0A>"), 13);
+  assert_true(check_cases(t, "mistral", false, false, true) >= 300);
   rg_tokenizer_free(t);
+}
+
+/* The same model as a vocab-only GGUF: merges by piece score, llama.cpp style. */
+static void test_mistral_gguf(void **state) {
+  (void)state;
+  char *path = t_fixture_path("tokenizer/mistral_vocab.gguf.fixture");
+  rg_gguf *g = rg_gguf_open(path);
+  if (!g) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(g);
+  free(path);
+  rg_tokenizer *t = rg_tokenizer_from_gguf(g);
+  rg_gguf_close(g);
+  if (!t) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(t);
+  assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_SPM);
+  assert_true(rg_tokenizer_adds_bos(t));
+  assert_int_equal(rg_tokenizer_bos(t), 1);
+  assert_true(rg_token_is_special(t, 1));
+  int32_t *ids;
+  int n;
+  assert_int_equal(rg_tokenize(t, "Hi", 2, true, true, &ids, &n), 0);
+  assert_true(n >= 2);
+  assert_int_equal(ids[0], 1);
+  free(ids);
+  check_cases(t, "mistral", false, false, true);
+  rg_tokenizer_free(t);
+}
+
+/* Byte-level tokenizer.json with a Split regex, ignore_merges and a BOS
+ * template, against the tokenizers library that trained it. */
+static void test_tiny_bytelevel_json(void **state) {
+  (void)state;
+  char *path = t_fixture_path("tokenizer/tiny_bytelevel_tokenizer.json");
+  rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+  if (!t) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(t);
+  free(path);
+  assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_BYTE);
+  assert_true(rg_tokenizer_adds_bos(t));
+  assert_int_equal(rg_tokenizer_bos(t), 0);
+  check_cases(t, "tiny", true, true, true);
+  rg_tokenizer_free(t);
+
+  /* tokenizer_config.json overrides the post-processor's BOS and names EOS. */
+  const char *cfg = "{\"add_bos_token\": false, \"eos_token\": {\"content\": \"<|eot_id|>\"}, \"pad_token\": \"<|eot_id|>\"}";
+  char *cfg_path = t_write_tmp("tiny_tokenizer_config.json", cfg, strlen(cfg));
+  path = t_fixture_path("tokenizer/tiny_bytelevel_tokenizer.json");
+  t = rg_tokenizer_from_json(path, cfg_path);
+  assert_non_null(t);
+  assert_false(rg_tokenizer_adds_bos(t));
+  assert_int_equal(rg_tokenizer_eos(t), 1);
+  assert_int_equal(rg_tokenizer_pad(t), 1);
+  rg_tokenizer_free(t);
+  free(path);
+  free(cfg_path);
 }
 
 /* A malformed tokenizer.json gives NULL and one line naming the file. */
@@ -251,6 +315,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_smollm_gguf),
       cmocka_unit_test(test_mistral_json),
+      cmocka_unit_test(test_mistral_gguf),
+      cmocka_unit_test(test_tiny_bytelevel_json),
       cmocka_unit_test(test_json_errors),
       cmocka_unit_test(test_speed_and_bad_ids),
   };

@@ -22,6 +22,18 @@ Outputs:
                       LlamaConverter does (legacy: Prepend("▁") + Replace
                       normalizer, byte_fallback BPE, merges from its
                       SentencePieceExtractor), the file the C side loads.
+  mistral_vocab.gguf.fixture  the same SentencePiece model as a vocab-only GGUF
+                      (tokenizer.ggml.model "llama": tokens, scores, token
+                      types), for the score-ordered GGUF path; its ids must
+                      equal sentencepiece's.
+  tiny_bytelevel_tokenizer.json  a small byte-level BPE trained here with
+                      tokenizers (Llama-3 Split regex + ByteLevel(use_regex=
+                      false), ignore_merges, BOS template); cases.json "tiny"
+                      holds its ids (with BOS) and decode.
+  cli.json            what `refgeo tokenize` must print for SmolLM2: a plain
+                      text, its --no-special ids, and the one-turn chat prompt
+                      rendered by transformers' apply_chat_template (the
+                      GGUF's own Jinja template) with its ids.
   report.txt          how often the other references disagree: transformers'
                       GGUF loader vs the tokenizers reference (SmolLM2), and the
                       converted fast tokenizer vs sentencepiece (Mistral).
@@ -34,7 +46,7 @@ import sys
 import gguf
 import sentencepiece as spm
 import transformers
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers.convert_slow_tokenizer import generate_merges
 
 SPM_MODEL = os.path.join(os.path.dirname(__import__("mistral_common").__file__), "data", "tokenizer.model.v1")
@@ -125,6 +137,45 @@ def mistral_converted():
     return sp, tok
 
 
+def write_mistral_gguf(sp, path):
+    w = gguf.GGUFWriter(path, arch="llama")
+    w.add_tokenizer_model("llama")
+    n = sp.get_piece_size()
+    w.add_token_list([sp.id_to_piece(i) for i in range(n)])
+    w.add_token_scores([sp.get_score(i) for i in range(n)])
+    w.add_token_types([3 if sp.is_control(i) else 2 if sp.is_unknown(i) else 6 if sp.is_byte(i)
+                       else 5 if sp.is_unused(i) else 1 for i in range(n)])
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def train_tiny(strings):
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    corpus = [x.decode("utf-8", errors="replace") for x in strings] * 3
+    corpus += ["The refusal direction is the difference of mean activations on harmful and harmless prompts."] * 20
+    trainer = trainers.BpeTrainer(vocab_size=700, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|begin_of_text|>", "<|eot_id|>"], show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       special_tokens=[("<|begin_of_text|>", 0)])
+    return tok
+
+
 def main():
     gguf_path, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
@@ -138,9 +189,24 @@ def main():
     fast_json["model"]["merges"] = [" ".join(m) for m in fast_json["model"]["merges"]]
     with open(os.path.join(out_dir, "mistral_tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(fast_json, f, ensure_ascii=False, separators=(",", ":"))
+    write_mistral_gguf(sp, os.path.join(out_dir, "mistral_vocab.gguf.fixture"))
+    strings = test_strings()
+    tiny = train_tiny(strings)
+    tiny.save(os.path.join(out_dir, "tiny_bytelevel_tokenizer.json"), pretty=False)
+    chat = hf_gguf.apply_chat_template([{"role": "user", "content": "hi <b>there</b>"}], add_generation_prompt=True,
+                                       tokenize=False)
+    plain = "<|im_start|>user\nhi<|im_end|> 2024"
+    ref.encode_special_tokens = True
+    plain_nospecial = ref.encode(plain, add_special_tokens=False).ids
+    ref.encode_special_tokens = False
+    with open(os.path.join(out_dir, "cli.json"), "w") as f:
+        json.dump({"chat_user": "hi <b>there</b>", "chat_rendered": chat,
+                   "chat_ids": ref.encode(chat, add_special_tokens=False).ids,
+                   "plain": plain, "plain_ids": ref.encode(plain, add_special_tokens=False).ids,
+                   "plain_nospecial_ids": plain_nospecial}, f, ensure_ascii=True)
     cases, report = [], []
     n_hf_diff = n_fast_diff = 0
-    for raw in test_strings():
+    for raw in strings:
         text = raw.decode("utf-8", errors="replace")
         ids = ref.encode(text, add_special_tokens=False).ids
         # split_special_tokens: the same text with special tokens as plain text
@@ -153,6 +219,8 @@ def main():
             "smollm": {"ids": ids, "ids_plain": ids_plain, "decoded": ref.decode(ids, skip_special_tokens=False),
                        "decoded_skip": ref.decode(ids, skip_special_tokens=True)},
             "mistral": {"ids": sp_ids, "decoded": sp.decode(sp_ids)},
+            "tiny": {"ids": tiny.encode(text).ids, "decoded": tiny.decode(tiny.encode(text).ids,
+                                                                          skip_special_tokens=True)},
         }
         cases.append(case)
         hf_ids = hf_gguf.encode(text, add_special_tokens=False)
