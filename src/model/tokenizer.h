@@ -38,12 +38,28 @@ int rg_tokenizer_vocab_size(const rg_tokenizer *t);
 /* Encodes LEN bytes of TEXT (any bytes; invalid UTF-8 is handled as the
  * reference tokenizers do). parse_special: recognise added/special token
  * text. add_bos: prepend BOS when the tokenizer is configured to add one.
- * Returns 0 and a malloc'd array in *ids, or -1 with the error set. */
+ * Returns 0 and a malloc'd array in *ids, or -1 with the error set.
+ *
+ * Details (tested against Hugging Face tokenizers and sentencepiece):
+ *  - Invalid UTF-8: every maximal ill-formed subpart is first replaced by
+ *    U+FFFD, exactly as Python's bytes.decode('utf-8', errors='replace'), and
+ *    the result is tokenized (a Python reference can only see that string).
+ *  - Added tokens are matched leftmost-longest in the raw text. Special ones
+ *    (tokenizer.json "special": true; GGUF control/unknown types) only when
+ *    parse_special is set; the others (GGUF user-defined) always. lstrip /
+ *    rstrip / single_word flags of tokenizer.json are not implemented.
+ *  - SentencePiece prefix space: added to each run of text between added
+ *    tokens (llama.cpp, HF Prepend normalizer), or only to the run at offset 0
+ *    (HF Metaspace prepend_scheme "first"). */
 int rg_tokenize(const rg_tokenizer *t, const char *text, size_t len, bool parse_special, bool add_bos,
                 int32_t **ids, int *n_ids);
 
 /* Decodes ids to a malloc'd UTF-8 string; special tokens are dropped when
- * skip_special is set. NULL with the error set on an out-of-range id. */
+ * skip_special is set. NULL with the error set on an out-of-range id.
+ * Byte sequences that do not form valid UTF-8 (e.g. half of a character's
+ * byte tokens) are replaced by U+FFFD as on encoding. A NUL byte ends the
+ * returned C string. SentencePiece decoding drops one leading space when the
+ * tokenizer adds the prefix space. */
 char *rg_detokenize(const rg_tokenizer *t, const int32_t *ids, int n_ids, bool skip_special);
 
 /* The text of one token as stored in the vocabulary (not decoded); NULL if
