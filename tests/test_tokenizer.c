@@ -244,6 +244,78 @@ static void test_tiny_bytelevel_json(void **state) {
   free(cfg_path);
 }
 
+/* llama.cpp's own vectors (tests/fixtures/tokenizer/llamacpp/README): the
+ * vocab-only GGUFs of its test suite with the ids it expects, tokenized with
+ * add_special=false and parse_special=false as test-tokenizer-0 does. */
+static void check_llamacpp_vocab(const char *name) {
+  char rel[256];
+  snprintf(rel, sizeof rel, "tokenizer/llamacpp/ggml-vocab-%s.gguf.fixture", name);
+  char *path = t_fixture_path(rel);
+  rg_gguf *g = rg_gguf_open(path);
+  if (!g) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(g);
+  rg_tokenizer *t = rg_tokenizer_from_gguf(g);
+  if (!t) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(t);
+  rg_gguf_close(g);
+  free(path);
+  snprintf(rel, sizeof rel, "tokenizer/llamacpp/ggml-vocab-%s.gguf.inp", name);
+  path = t_fixture_path(rel);
+  size_t inp_len, out_len;
+  char *inp = rg_read_file(path, &inp_len);
+  free(path);
+  snprintf(rel, sizeof rel, "tokenizer/llamacpp/ggml-vocab-%s.gguf.out", name);
+  path = t_fixture_path(rel);
+  char *out = rg_read_file(path, &out_len);
+  free(path);
+  assert_non_null(inp);
+  assert_non_null(out);
+  const char *sep = "\n__ggml_vocab_test__\n";
+  int n_tests = 0, n_bad = 0;
+  char *line = out, *pos = inp, *end = inp + inp_len;
+  while (pos < end) {
+    char *next = strstr(pos, sep);
+    size_t len = next ? (size_t)(next - pos) : (size_t)(end - pos);
+    char *eol = strchr(line, '\n');
+    assert_non_null(eol);
+    *eol = '\0';
+    int32_t want[512];
+    int n_want = 0;
+    for (char *q = line; n_want < 512;) {
+      char *after;
+      long v = strtol(q, &after, 10);
+      if (after == q) break;
+      want[n_want++] = (int32_t)v;
+      q = after;
+    }
+    int32_t *ids;
+    int n;
+    assert_int_equal(rg_tokenize(t, pos, len, false, false, &ids, &n), 0);
+    bool same = n == n_want && memcmp(ids, want, sizeof *ids * (size_t)n) == 0;
+    if (!same && n_bad++ < 5) {
+      fprintf(stderr, "%s: mismatch on \"%.*s\": expected%s\n  got", name, (int)len, pos, line);
+      for (int i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+      fprintf(stderr, "\n");
+    }
+    free(ids);
+    n_tests++;
+    line = eol + 1;
+    pos = next ? next + strlen(sep) : end;
+  }
+  fprintf(stderr, "llama.cpp %s: %d vectors, %d mismatches\n", name, n_tests, n_bad);
+  assert_true(n_tests > 30);
+  assert_int_equal(n_bad, 0);
+  free(inp);
+  free(out);
+  rg_tokenizer_free(t);
+}
+
+static void test_llamacpp_vectors(void **state) {
+  (void)state;
+  check_llamacpp_vocab("llama-spm");
+  check_llamacpp_vocab("gpt-2");
+}
+
 /* A malformed tokenizer.json gives NULL and one line naming the file. */
 static void expect_json_error(const char *name, const char *json, const char *phrase) {
   char *path = t_write_tmp(name, json, strlen(json));
@@ -317,6 +389,7 @@ int main(void) {
       cmocka_unit_test(test_mistral_json),
       cmocka_unit_test(test_mistral_gguf),
       cmocka_unit_test(test_tiny_bytelevel_json),
+      cmocka_unit_test(test_llamacpp_vectors),
       cmocka_unit_test(test_json_errors),
       cmocka_unit_test(test_speed_and_bad_ids),
   };
