@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "model/gguf.h"
@@ -348,8 +349,47 @@ static void test_json_errors(void **state) {
   free(missing);
 }
 
-/* 10k words well under a second (the bound is loose for sanitizer builds). */
-static void test_speed_and_bad_ids(void **state) {
+/* One tokenizer shared read-only by several threads gives every thread the
+ * single-threaded ids (the contract: no hidden mutable state). */
+typedef struct {
+  const rg_tokenizer *t;
+  const char *text;
+  size_t len;
+  int32_t *ids;
+  int n;
+  int rc;
+} thread_job;
+
+static void *tokenize_job(void *arg) {
+  thread_job *j = arg;
+  for (int rep = 0; rep < 5 && j->rc == 0; rep++) {
+    free(j->ids);
+    j->rc = rg_tokenize(j->t, j->text, j->len, true, false, &j->ids, &j->n);
+  }
+  return NULL;
+}
+
+static void check_threads(const rg_tokenizer *t, const char *text, size_t len, const int32_t *ids, int n) {
+  enum { N_THREADS = 4 };
+  pthread_t th[N_THREADS];
+  thread_job jobs[N_THREADS];
+  for (int i = 0; i < N_THREADS; i++) {
+    jobs[i] = (thread_job){t, text, len, NULL, 0, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, tokenize_job, &jobs[i]), 0);
+  }
+  for (int i = 0; i < N_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(jobs[i].rc, 0);
+    assert_int_equal(jobs[i].n, n);
+    assert_memory_equal(jobs[i].ids, ids, sizeof *ids * (size_t)n);
+    free(jobs[i].ids);
+  }
+}
+
+/* 10k words: well under a second is the goal (about 0.02 s in Release); the
+ * 3 s bound leaves room for ASan's ~10x slowdown on a busy 2-core machine.
+ * Then the same text from 4 threads at once, and an out-of-range id. */
+static void test_speed_threads_bad_ids(void **state) {
   (void)state;
   rg_gguf *g = rg_gguf_open(t_env("REFGEO_MODEL"));
   assert_non_null(g);
@@ -375,6 +415,7 @@ static void test_speed_and_bad_ids(void **state) {
   assert_int_equal(strlen(dec), len);
   assert_memory_equal(dec, text, len);
   free(dec);
+  check_threads(t, text, len, ids, n);
   int32_t bad[2] = {5, 49152};
   assert_null(rg_detokenize(t, bad, 2, false));
   assert_non_null(strstr(rg_error_get(), "49152"));
@@ -391,7 +432,7 @@ int main(void) {
       cmocka_unit_test(test_tiny_bytelevel_json),
       cmocka_unit_test(test_llamacpp_vectors),
       cmocka_unit_test(test_json_errors),
-      cmocka_unit_test(test_speed_and_bad_ids),
+      cmocka_unit_test(test_speed_threads_bad_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
