@@ -1,0 +1,86 @@
+/* forward.h: batched, KV-cached forward passes of a loaded model.
+ *
+ * A session owns a backend, the backend copies of the weights, a KV cache
+ * for up to max_seqs sequences of up to max_ctx tokens each, and every
+ * activation buffer, all allocated once in rg_session_new (as llm.c does):
+ * a forward call allocates nothing.
+ *
+ * Batches are ragged and padding-free: the new tokens of all sequences are
+ * concatenated, each tagged with its sequence id; its position is the
+ * sequence's current length (positions count from 0 per sequence). No pad
+ * token is ever computed, so a batch gives the same numbers as running each
+ * sequence alone. This deliberately differs from a left-padded Hugging Face
+ * batch without position_ids, whose positions are shifted by the padding.
+ *
+ * Ownership: the session borrows the model (it must outlive the session).
+ * Interventions and capture specs are copied / borrowed as documented.
+ */
+#ifndef RG_FORWARD_H
+#define RG_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/backend.h"
+#include "model/hooks.h"
+#include "model/model.h"
+
+typedef struct rg_session rg_session;
+
+typedef struct {
+  int threads;                /* <= 0: all CPUs */
+  rg_weight_mode weight_mode; /* CPU: AUTO / TILED / F32 */
+  /* Most tokens one forward call computes at once (activation buffers are
+   * sized by it); longer prefills are split into chunks. 0 = 512. */
+  int max_batch_tokens;
+  /* Most rows of logits one call returns; 0 = max_seqs. Set it to
+   * max_batch_tokens to get logits at every position (training, KL). */
+  int max_logit_rows;
+} rg_session_opts;
+
+/* NULL with the error set (bad sizes, unsupported weights, out of memory). */
+rg_session *rg_session_new(const rg_model *m, int max_seqs, int max_ctx, const rg_session_opts *opts);
+void rg_session_free(rg_session *s);
+
+const rg_model *rg_session_model(const rg_session *s);
+int rg_session_vocab(const rg_session *s);
+int rg_session_max_seqs(const rg_session *s);
+int rg_session_max_ctx(const rg_session *s);
+int rg_session_max_batch_tokens(const rg_session *s);
+int rg_session_max_logit_rows(const rg_session *s);
+/* Tokens currently cached for sequence SEQ. */
+int rg_session_seq_len(const rg_session *s, int seq);
+/* Bytes of weights the backend holds beyond the file maps (f32 copies). */
+size_t rg_session_weight_bytes(const rg_session *s);
+
+/* Forgets every sequence / one sequence (its cache slots are reused). */
+void rg_session_reset(rg_session *s);
+void rg_session_drop(rg_session *s, int seq);
+
+/* Sets the interventions (copied; NULL or all-NULL vectors = none). Returns
+ * 0, or -1 with the error set (layer out of range). */
+int rg_session_set_intervention(rg_session *s, const rg_intervention *iv);
+/* Sets the capture spec (borrowed until replaced; NULL = no capture). */
+void rg_session_set_capture(rg_session *s, const rg_capture *cap);
+
+/* The core call: appends n tokens ids[i] to sequences seq[i] (any order,
+ * a sequence may appear several times; its tokens are taken in order) and
+ * runs them through the model; n <= max_batch_tokens. Writes the logits of
+ * the batch rows logit_rows[0..n_logits-1] (indices into ids) to
+ * logits[n_logits, vocab] (n_logits <= max_logit_rows; logits may be NULL
+ * when n_logits is 0). Returns 0, or -1 with the error set (bad id, full
+ * sequence, bad row); nothing is appended on error. */
+int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
+                    float *logits);
+
+/* Resets sequences 0..n-1 and runs prompts[i] (lens[i] >= 1 tokens) into
+ * sequence i, chunked by max_batch_tokens; writes each prompt's
+ * last-position logits to logits[n, vocab]. n <= max_seqs and n <=
+ * max_logit_rows. Returns 0 or -1 with the error set. */
+int rg_session_prefill(rg_session *s, const int32_t *const *prompts, const int *lens, int n, float *logits);
+
+/* Appends tokens[i] to sequence seq[i] (distinct sequences) and writes the
+ * next-token logits to logits[n, vocab]. Returns 0 or -1. */
+int rg_session_decode(rg_session *s, const int *seq, const int32_t *tokens, int n, float *logits);
+
+#endif

@@ -1,0 +1,96 @@
+/* cmd_generate: `refgeo generate MODEL --prompt TEXT [--chat] [--system TEXT]
+ * [--chat-template NAME] [--max-new-tokens N] [--temperature X --top-p X
+ * --seed N] [--threads N] [--json]` prints the continuation (special tokens
+ * skipped) and its token ids. Greedy unless --temperature > 0. */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "cli_prompt.h"
+#include "commands.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "util/error.h"
+
+static void print_result(const rg_model *m, int n_prompt, const rg_gen_result *r, const char *text, bool json) {
+  if (!json) {
+    printf("%s\nids:", text);
+    for (int i = 0; i < r->n; i++) printf(" %d", (int)r->ids[i]);
+    printf("\n");
+    return;
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model", m->path);
+  cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
+  cJSON *ids = cJSON_AddArrayToObject(o, "ids");
+  for (int i = 0; i < r->n; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->ids[i]));
+  cJSON_AddStringToObject(o, "text", text);
+  cJSON_AddBoolToObject(o, "stopped", r->stopped);
+  char *s = cJSON_Print(o);
+  printf("%s\n", s);
+  free(s);
+  cJSON_Delete(o);
+}
+
+int cmd_generate(int argc, char **argv) {
+  cli_prompt p = {0};
+  int max_new = 128, threads = 0, seed = 0;
+  double temperature = 0, top_p = 1;
+  bool json = false;
+  const cli_opt opts[] = {
+      {"prompt", CLI_STRING, &p.prompt, "prompt text"},
+      {"chat", CLI_BOOL, &p.chat, "format the prompt with the model's chat template"},
+      {"system", CLI_STRING, &p.system, "system message (with --chat)"},
+      {"chat-template", CLI_STRING, &p.chat_template, "chat format name (chatml, llama-2, mistral, ...)"},
+      {"max-new-tokens", CLI_INT, &max_new, "most tokens to generate (128)"},
+      {"temperature", CLI_FLOAT, &temperature, "sampling temperature (0 = greedy)"},
+      {"top-p", CLI_FLOAT, &top_p, "nucleus sampling mass (1)"},
+      {"seed", CLI_INT, &seed, "sampling seed (0)"},
+      {"threads", CLI_INT, &threads, "CPU threads (all)"},
+      {"json", CLI_BOOL, &json, "print JSON"},
+  };
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "MODEL --prompt TEXT [flags]", pos, 1,
+                     &n_pos);
+  if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (n_pos != 1) {
+    rg_error_set("generate: expected one MODEL argument");
+    return cli_fail();
+  }
+  if (max_new < 0) {
+    rg_error_set("--max-new-tokens: %d is negative", max_new);
+    return cli_fail();
+  }
+  rg_model *m = rg_model_load(pos[0]);
+  if (!m) return cli_fail();
+  int32_t *ids = NULL, stop[2];
+  int n_ids = 0, n_stop = 0, status = 1;
+  rg_session *s = NULL;
+  rg_gen_result r = {0};
+  char *text = NULL;
+  if (cli_prompt_tokens(m, &p, &ids, &n_ids, stop, &n_stop) < 0) goto end;
+  if (n_ids == 0) {
+    rg_error_set("--prompt: encodes to no tokens");
+    goto end;
+  }
+  rg_session_opts so = {.threads = threads};
+  if (!(s = rg_session_new(m, 1, n_ids + max_new, &so))) goto end;
+  rg_gen_opts go = {.max_new_tokens = max_new, .temperature = (float)temperature, .top_p = (float)top_p,
+                    .seed = (uint64_t)seed, .stop_ids = stop, .n_stop = n_stop};
+  const int32_t *prompts[1] = {ids};
+  if (rg_generate(s, prompts, &n_ids, 1, &go, &r) < 0) goto end;
+  if (!(text = rg_detokenize(m->tokenizer, r.ids, r.n, true))) goto end;
+  print_result(m, n_ids, &r, text, json);
+  status = 0;
+end:
+  if (status) cli_fail();
+  free(text);
+  rg_gen_results_free(&r, 1);
+  rg_session_free(s);
+  free(ids);
+  rg_model_free(m);
+  return status;
+}
