@@ -254,9 +254,11 @@ static int parse(rg_gguf *g) {
    * type (4) + offset (8). Larger counts cannot fit, whatever the contents. */
   size_t left = c.size - c.pos;
   if (n_kv > left / 13)
-    return rg_error_set("%s: n_kv = %" PRIu64 " is impossible for a file of %zu bytes", g->path, n_kv, c.size);
+    return rg_error_set("%s: n_kv = %" PRIu64 " does not fit in the file (size %zu; truncated or corrupt header)",
+                        g->path, n_kv, c.size);
   if (n_tensors > left / 32)
-    return rg_error_set("%s: n_tensors = %" PRIu64 " is impossible for a file of %zu bytes", g->path, n_tensors, c.size);
+    return rg_error_set("%s: n_tensors = %" PRIu64 " does not fit in the file (size %zu; truncated or corrupt header)",
+                        g->path, n_tensors, c.size);
 
   g->kvs = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kvs);
   if (!g->kvs) return rg_error_set("%s: out of memory", g->path);

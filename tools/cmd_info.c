@@ -1,0 +1,127 @@
+/* cmd_info: `refgeo info MODEL [--json]` prints what refgeo understood of a
+ * model: its config, how many tensors of each dtype it holds, the parameter
+ * count, the tokenizer and the chat template it will render with. */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "model/chat_template.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "util/error.h"
+
+static const char *rope_scaling_name(rg_rope_scaling s) {
+  switch (s) {
+  case RG_ROPE_SCALING_LINEAR: return "linear";
+  case RG_ROPE_SCALING_LLAMA3: return "llama3";
+  case RG_ROPE_SCALING_NONE: break;
+  }
+  return "none";
+}
+
+static const char *tokenizer_kind_name(rg_tokenizer_kind k) { return k == RG_TOK_BPE_SPM ? "bpe-spm" : "bpe-byte"; }
+
+/* The renderer name for the model's template; "none" without a template and
+ * "unrecognised" when no built-in renderer matches (not an error for info). */
+static const char *chat_template_name(const rg_model *m) {
+  if (!m->chat_template) return "none";
+  rg_chat_template t;
+  if (rg_chat_template_detect(m->chat_template, &t) != 0) return "unrecognised";
+  const char *name = rg_chat_template_name(t.kind);
+  rg_chat_template_free(&t);
+  return name;
+}
+
+/* The whole report as one cJSON object (also the source of the text form). */
+static cJSON *build_report(const rg_model *m) {
+  const rg_config *c = &m->cfg;
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "path", m->path);
+  cJSON_AddStringToObject(r, "id", m->id);
+  cJSON_AddStringToObject(r, "format", m->format);
+
+  cJSON *cfg = cJSON_AddObjectToObject(r, "config");
+  cJSON_AddStringToObject(cfg, "arch", c->arch);
+  cJSON_AddNumberToObject(cfg, "n_layers", c->n_layers);
+  cJSON_AddNumberToObject(cfg, "d_model", c->d_model);
+  cJSON_AddNumberToObject(cfg, "n_heads", c->n_heads);
+  cJSON_AddNumberToObject(cfg, "n_kv_heads", c->n_kv_heads);
+  cJSON_AddNumberToObject(cfg, "head_dim", c->head_dim);
+  cJSON_AddNumberToObject(cfg, "d_ff", c->d_ff);
+  cJSON_AddNumberToObject(cfg, "vocab_size", c->vocab_size);
+  cJSON_AddNumberToObject(cfg, "max_ctx", c->max_ctx);
+  cJSON_AddNumberToObject(cfg, "rms_eps", c->rms_eps);
+  cJSON_AddNumberToObject(cfg, "rope_theta", c->rope_theta);
+  cJSON_AddStringToObject(cfg, "rope_scaling", m->rope_freqs ? "rope_freqs tensor" : rope_scaling_name(c->rope_scaling));
+  if (c->rope_scaling != RG_ROPE_SCALING_NONE) cJSON_AddNumberToObject(cfg, "rope_factor", c->rope_factor);
+  cJSON_AddBoolToObject(cfg, "rope_adjacent_pairs", c->rope_adjacent_pairs);
+  cJSON_AddNumberToObject(cfg, "sliding_window", c->sliding_window);
+  cJSON_AddBoolToObject(cfg, "tied_embeddings", c->tied_embeddings);
+  cJSON_AddBoolToObject(cfg, "attn_qkv_bias", c->attn_qkv_bias);
+
+  cJSON_AddNumberToObject(r, "n_tensors", m->n_tensors);
+  int per_type[RG_DTYPE_COUNT] = {0};
+  for (int i = 0; i < m->n_tensors; i++) per_type[m->tensors[i].type]++;
+  cJSON *types = cJSON_AddObjectToObject(r, "tensor_types");
+  for (int t = 0; t < RG_DTYPE_COUNT; t++)
+    if (per_type[t]) cJSON_AddNumberToObject(types, rg_dtype_get(t)->name, per_type[t]);
+  cJSON_AddNumberToObject(r, "n_params", (double)rg_model_n_params(m));
+
+  cJSON *tok = cJSON_AddObjectToObject(r, "tokenizer");
+  cJSON_AddStringToObject(tok, "kind", tokenizer_kind_name(rg_tokenizer_kind_of(m->tokenizer)));
+  cJSON_AddNumberToObject(tok, "vocab_size", rg_tokenizer_vocab_size(m->tokenizer));
+  cJSON_AddNumberToObject(tok, "bos", rg_tokenizer_bos(m->tokenizer));
+  cJSON_AddNumberToObject(tok, "eos", rg_tokenizer_eos(m->tokenizer));
+  cJSON_AddBoolToObject(tok, "adds_bos", rg_tokenizer_adds_bos(m->tokenizer));
+  cJSON_AddStringToObject(r, "chat_template", chat_template_name(m));
+  return r;
+}
+
+/* "key  value" lines, nested objects flattened as "parent.key". */
+static void print_table(const cJSON *obj, const char *prefix) {
+  const cJSON *item;
+  cJSON_ArrayForEach(item, obj) {
+    char key[96];
+    snprintf(key, sizeof key, "%s%s", prefix, item->string);
+    if (cJSON_IsObject(item)) {
+      char sub[96];
+      snprintf(sub, sizeof sub, "%s.", key);
+      print_table(item, sub);
+    } else if (cJSON_IsString(item)) {
+      printf("%-28s %s\n", key, item->valuestring);
+    } else if (cJSON_IsBool(item)) {
+      printf("%-28s %s\n", key, cJSON_IsTrue(item) ? "yes" : "no");
+    } else {
+      printf("%-28s %.10g\n", key, item->valuedouble);
+    }
+  }
+}
+
+int cmd_info(int argc, char **argv) {
+  bool json = false;
+  const cli_opt opts[] = {{"json", CLI_BOOL, &json, "print the report as JSON"}};
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, 1, "MODEL [--json]", pos, 1, &n_pos);
+  if (rc == 1) return 0;
+  if (rc != 0) return cli_fail();
+  if (n_pos != 1) {
+    rg_error_set("info: expected one MODEL argument (a .gguf file or a Hugging Face directory)");
+    return cli_fail();
+  }
+  rg_model *m = rg_model_load(pos[0]);
+  if (!m) return cli_fail();
+  cJSON *report = build_report(m);
+  rg_model_free(m);
+  if (json) {
+    char *text = cJSON_Print(report);
+    printf("%s\n", text);
+    free(text);
+  } else {
+    print_table(report, "");
+  }
+  cJSON_Delete(report);
+  return 0;
+}
