@@ -86,7 +86,7 @@ static void print_table(const cJSON *obj, const char *prefix) {
     char key[96];
     snprintf(key, sizeof key, "%s%s", prefix, item->string);
     if (cJSON_IsObject(item)) {
-      char sub[96];
+      char sub[sizeof key + 1];
       snprintf(sub, sizeof sub, "%s.", key);
       print_table(item, sub);
     } else if (cJSON_IsString(item)) {
