@@ -376,9 +376,9 @@ static void test_cli_errors(void **state) {
   (void)state;
   tiny_layout at;
   bytes b = tiny_gguf(&at);
+  char *cut = write_named("cli-cut.gguf", &b, 10);
   patch_u32(&b, at.version, 7);
   char *bad_version = write_named("cli-version.gguf", &b, b.len);
-  char *cut = write_named("cli-cut.gguf", &b, 10);
   free(b.buf);
   const char *paths[2] = {bad_version, cut};
   const char *want[2] = {"unsupported GGUF version 7", "truncated header"};
