@@ -255,6 +255,40 @@ static void test_corrupt_fields(void **state) {
   assert_string_equal(rg_error_get(), "/nonexistent/model.gguf: No such file or directory");
 }
 
+/* Every byte of the tiny file set to 0x00 and to 0xFF in turn: each copy
+ * either opens or fails with one line naming the file; ASan/UBSan catch any
+ * out-of-bounds read on the way. */
+static void test_byte_mutations(void **state) {
+  (void)state;
+  tiny_layout at;
+  bytes b = tiny_gguf(&at);
+  int opened = 0, failed = 0;
+  for (size_t i = 0; i < b.len; i++) {
+    for (int v = 0; v < 2; v++) {
+      bytes m = {malloc(b.len), b.len, b.len};
+      assert_non_null(m.buf);
+      memcpy(m.buf, b.buf, b.len);
+      m.buf[i] = v ? 0xFF : 0x00;
+      char *path = write_named("mutated.gguf", &m, m.len);
+      rg_error_clear();
+      rg_gguf *g = rg_gguf_open(path);
+      if (g) {
+        opened++;
+        rg_gguf_close(g);
+      } else {
+        failed++;
+        const char *msg = rg_error_get();
+        assert_true(strncmp(msg, path, strlen(path)) == 0 && strlen(msg) > strlen(path) + 2 && !strchr(msg, '\n'));
+      }
+      free(path);
+      free(m.buf);
+    }
+  }
+  /* Data and padding bytes are free to change; header bytes mostly are not. */
+  assert_true(opened > 0 && failed > 0);
+  free(b.buf);
+}
+
 /* Truncated and patched copies of the first 2 MiB of the SmolLM2 file (its
  * header, with the 49152-token vocabulary, ends at 1785664). */
 static void test_real_header(void **state) {
@@ -403,6 +437,7 @@ static void test_cli_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_valid),   cmocka_unit_test(test_truncated),    cmocka_unit_test(test_corrupt_fields),
+      cmocka_unit_test(test_byte_mutations),
       cmocka_unit_test(test_real_header),  cmocka_unit_test(test_model_checks), cmocka_unit_test(test_cli_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
