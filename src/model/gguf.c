@@ -343,7 +343,10 @@ int64_t rg_gguf_find_key(const rg_gguf *g, const char *key) {
   return -1;
 }
 
-rg_gguf_type rg_gguf_kv_type(const rg_gguf *g, int64_t i) { return g->kvs[i].type; }
+/* -1 (not a valid rg_gguf_type) for an index out of range. */
+rg_gguf_type rg_gguf_kv_type(const rg_gguf *g, int64_t i) {
+  return i >= 0 && i < g->n_kv ? g->kvs[i].type : (rg_gguf_type)-1;
+}
 
 int rg_gguf_get_i64(const rg_gguf *g, const char *key, int64_t *out) {
   const gguf_kv *kv = find_kv(g, key);
