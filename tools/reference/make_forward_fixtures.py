@@ -16,10 +16,18 @@ layer ACTADD_LAYER), implemented with torch hooks the way refusal_direction's
 hook_utils.py does. Greedy 32-token continuations (do_sample=False) and the
 smallest top-1/top-2 logit margin seen along each are stored per condition.
 
+A second mode runs the tiny Hugging Face models of tests/fixtures/hf_tiny/
+(llama f32 tied, llama3 rope scaling bf16, mistral sliding window 16 f16,
+qwen2 q/k/v bias bf16) in float32 on HF_TINY_LEN seeded random tokens and
+writes hf_tiny.json + hf_tiny_<name>.f32 (logits at every position,
+[len, vocab]).
+
 Needs accelerate (transformers' GGUF loader imports it). Regenerate (from
 the repository root):
   /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
       /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/forward
+  /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
+      hf-tiny tests/fixtures/hf_tiny tests/fixtures/forward
 """
 import json
 import os
@@ -62,7 +70,29 @@ def chat(text):
             "<|im_start|>assistant\n")
 
 
+HF_TINY = ["llama_f32", "llama3_bf16", "mistral_f16", "qwen2_bf16"]
+HF_TINY_LEN = 80  # > mistral's window (16) and llama3's original context (64)
+
+
+def hf_tiny(src_dir, out_dir):
+    gen = torch.Generator().manual_seed(7)
+    index = {"len": HF_TINY_LEN, "models": []}
+    for name in HF_TINY:
+        model = AutoModelForCausalLM.from_pretrained(os.path.join(src_dir, name), dtype=torch.float32).eval()
+        ids = torch.randint(0, model.config.vocab_size, (1, HF_TINY_LEN), generator=gen)
+        with torch.no_grad():
+            logits = model(ids).logits[0].float().numpy()
+        logits.astype("<f4").tofile(os.path.join(out_dir, f"hf_tiny_{name}.f32"))
+        index["models"].append({"name": name, "vocab": int(logits.shape[1]), "ids": ids[0].tolist()})
+        print(name, logits.shape)
+    with open(os.path.join(out_dir, "hf_tiny.json"), "w") as f:
+        json.dump(index, f, indent=1)
+
+
 def main():
+    if sys.argv[1] == "hf-tiny":
+        hf_tiny(sys.argv[2], sys.argv[3])
+        return
     gguf_path, out_dir = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -119,11 +149,11 @@ def main():
         return logits, resid
 
     def greedy(ids):
-        with torch.no_grad():
-            # An explicit all-ones mask: without it generate() treats every id
+        # An explicit all-ones mask: without it generate() treats every id
         # equal to pad_token_id (2 = <|im_end|> = eos in SmolLM2) as padding.
         t = torch.tensor([ids])
-        g = model.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=N_NEW, do_sample=False,
+        with torch.no_grad():
+            g = model.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=N_NEW, do_sample=False,
                                output_scores=True, return_dict_in_generate=True,
                                pad_token_id=tok.eos_token_id, eos_token_id=None)
         new = g.sequences[0, len(ids):].tolist()
