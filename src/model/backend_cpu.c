@@ -7,9 +7,11 @@
  * keeps a 7B bf16 model at its mmap size plus one tile.
  *
  * Everything else (norms, RoPE, attention, elementwise ops) is OpenMP loops.
- * sgemm is always called outside OpenMP parallel regions: Debian's OpenBLAS
- * is the pthreads build and runs its own threads. Both thread counts come
- * from the one `threads` setting.
+ * One OpenMP team of `threads` threads does all the work: a matmul gives
+ * each thread a slice of the weight rows and a single-threaded sgemm
+ * (Debian's OpenBLAS is the pthreads build; its own thread count is set to 1
+ * for the duration of the call and restored after, so other users of
+ * OpenBLAS in the process keep their setting). See cpu_matmul for why.
  */
 #include "model/backend.h"
 
@@ -23,9 +25,9 @@
 
 #include "util/error.h"
 
-/* Floats of dequantized weight per sgemm tile (16 MiB): large enough that
- * sgemm runs near its peak, small enough to stay in a big L3/L2 slice. */
-enum { TILE_FLOATS = 4 << 20 };
+/* Floats of dequantized weight per thread's sgemm tile (4 MiB): large
+ * enough that sgemm runs near its peak, small enough to stay in cache. */
+enum { TILE_FLOATS = 1 << 20 };
 /* Below this many floats an elementwise op runs on one thread: forking the
  * team costs more than the work. */
 enum { PAR_MIN = 1 << 14 };
@@ -33,7 +35,7 @@ enum { PAR_MIN = 1 << 14 };
 typedef struct {
   rg_backend base;
   bool copy_f32; /* the decision for non-f32 matrices */
-  float *tile;   /* dequantization scratch for tiled weights */
+  float *tile;   /* dequantization scratch for tiled weights, tile_floats per thread */
   size_t tile_floats;
 } cpu_backend;
 
@@ -130,10 +132,10 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t) {
     dequant_rows(w, 0, rows, w->owned);
     w->f32 = w->owned;
   } else if (cpu(be)->tile_floats < (size_t)cols) {
-    /* A tiled matrix: make sure the scratch holds at least one of its rows. */
+    /* A tiled matrix: make sure each thread's scratch holds one of its rows. */
     cpu_backend *c = cpu(be);
     size_t n = cols > TILE_FLOATS ? (size_t)cols : TILE_FLOATS;
-    float *tile = realloc(c->tile, n * sizeof(float));
+    float *tile = realloc(c->tile, n * (size_t)be->threads * sizeof(float));
     if (!tile) {
       free(w);
       rg_error_set("%s: out of memory for a %zu-float dequantization tile", name, n);
@@ -156,30 +158,47 @@ static size_t cpu_weight_bytes(const rg_bweight *w) {
 
 /* ---------------------------------------------------------------- matmul */
 
+/* Every thread of the OpenMP team multiplies its own contiguous slice of
+ * W's rows with a single-threaded sgemm (OpenBLAS is held at 1 thread for
+ * the call). Measured on 2 cores: letting OpenBLAS's own pthreads run the
+ * sgemm right after an OpenMP region loses 3x, because the idle OpenMP
+ * workers keep spinning on the same cores (libgomp's default wait policy);
+ * one thread team for everything avoids that. */
 static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias) {
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
-  if (w->f32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x->data, K, w->f32, K, 0.0f, y->data, N);
-  } else {
-    /* Tiled: dequantize tile_rows rows of W, multiply, next tile. The
-     * scratch holds at least one row (allocated with the weight). */
-    cpu_backend *c = cpu(be);
-    int tile_rows = c->tile_floats / (size_t)K > (size_t)N ? N : (int)(c->tile_floats / (size_t)K);
-    for (int n0 = 0; n0 < N; n0 += tile_rows) {
-      int nr = N - n0 < tile_rows ? N - n0 : tile_rows;
-      dequant_rows(w, n0, nr, c->tile);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, K, 1.0f, x->data, K, c->tile, K, 0.0f,
-                  y->data + n0, N);
+  cpu_backend *c = cpu(be);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  const int team = be->threads < N / 16 ? be->threads : (N / 16 > 0 ? N / 16 : 1);
+#pragma omp parallel num_threads(team)
+  {
+    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    /* slices of whole 16-row groups, the last one ragged */
+    const int groups = (N + 15) / 16;
+    const int g0 = groups * tid / nt, g1 = groups * (tid + 1) / nt;
+    const int n0 = g0 * 16, n1 = g1 * 16 < N ? g1 * 16 : N;
+    if (w->f32) {
+      if (n1 > n0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, n1 - n0, K, 1.0f, x->data, K, w->f32 + (size_t)n0 * K,
+                    K, 0.0f, y->data + n0, N);
+    } else {
+      /* Tiled: dequantize up to tile_rows rows of this slice into this
+       * thread's scratch, multiply, next tile. */
+      float *tile = c->tile + (size_t)tid * c->tile_floats;
+      const int tile_rows = (int)(c->tile_floats / (size_t)K);
+      for (int r0 = n0; r0 < n1; r0 += tile_rows) {
+        const int nr = n1 - r0 < tile_rows ? n1 - r0 : tile_rows;
+        for (int r = 0; r < nr; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), tile + (size_t)r * K, K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, K, 1.0f, x->data, K, tile, K, 0.0f,
+                    y->data + r0, N);
+      }
     }
+    if (bias)
+      for (int m = 0; m < M; m++)
+        for (int n = n0; n < n1; n++) y->data[(size_t)m * N + n] += bias->f32[n];
   }
-  if (bias) {
-    const float *b = bias->f32;
-    float *yd = y->data;
-#pragma omp parallel for schedule(static) if ((size_t)M * N > PAR_MIN)
-    for (int m = 0; m < M; m++)
-      for (int n = 0; n < N; n++) yd[(size_t)m * N + n] += b[n];
-  }
+  openblas_set_num_threads(blas_threads);
 }
 
 static void cpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const int32_t *ids, int n) {
@@ -362,7 +381,6 @@ rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads < 1) threads = 1;
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
   c->base = (rg_backend){.iface = &CPU_IFACE, .threads = threads};
   if (o.weight_mode == RG_WEIGHTS_AUTO) {
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);

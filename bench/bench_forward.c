@@ -1,0 +1,183 @@
+/* bench_forward: prefill throughput of the forward pass.
+ *
+ *   bench_forward --model PATH --batch B --tokens T [--threads N] [--repeats R]
+ *                 [--capture-resid-pre] [--f32 | --tiled]
+ *   bench_forward --sgemm-peak [--threads N]
+ *
+ * Runs R prefills of B prompts of T random tokens (seeded, so every run sees
+ * the same ids) and prints tokens/s and GFLOP/s per repeat and the median.
+ * --capture-resid-pre keeps resid_pre of every layer at every position in
+ * memory (n_layers * B * T * d_model floats), as activation capture does.
+ * --f32 / --tiled force the CPU weight mode (default: f32 copy when it fits
+ * in a quarter of RAM). --sgemm-peak times a 2048^3 OpenBLAS sgemm, the
+ * ceiling the prefill's GFLOP/s is compared with by bench/prefill.sh.
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "util/error.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Multiply-adds x 2 of one prefill: the layer matmuls for every token,
+ * attention over positions 0..p for the token at p, and the lm_head for
+ * the last position of each prompt. */
+static double prefill_flops(const rg_config *c, int B, int T) {
+  const double d = c->d_model, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
+  const double per_token = 2 * (d * qd + 2 * d * kvd + qd * d + 3 * d * c->d_ff) * c->n_layers;
+  const double attn = 2.0 * 2.0 * qd * ((double)T * (T + 1) / 2) * c->n_layers; /* QK^T and PV */
+  return B * (T * per_token + attn + 2 * d * c->vocab_size);
+}
+
+static int sgemm_peak(void) {
+  const int n = 2048;
+  float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b), *c = malloc((size_t)n * n * sizeof *c);
+  if (!a || !b || !c) {
+    fprintf(stderr, "bench_forward: out of memory\n");
+    return 1;
+  }
+  for (size_t i = 0; i < (size_t)n * n; i++) {
+    a[i] = (float)(i % 7) * 0.1f;
+    b[i] = (float)(i % 5) * 0.1f;
+  }
+  double best = 1e30;
+  for (int r = 0; r < 4; r++) { /* the first run warms up the threads and pages */
+    double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double t = now_s() - t0;
+    if (r > 0 && t < best) best = t;
+  }
+  printf("sgemm %d^3: %.1f GFLOP/s\n", n, 2.0 * n * n * n / best / 1e9);
+  free(a);
+  free(b);
+  free(c);
+  return 0;
+}
+
+typedef struct {
+  float *rows; /* [n_layers, B*T, d] */
+  int B, T;
+} capture_all;
+
+static void keep_resid(void *user, rg_hook_site site, int layer, const float *rows, int n_rows, int d, const int *seq,
+                       const int *pos) {
+  capture_all *c = user;
+  for (int i = 0; i < n_rows; i++)
+    memcpy(c->rows + (((size_t)layer * c->B + seq[i]) * c->T + pos[i]) * d, rows + (size_t)i * d,
+           (size_t)d * sizeof(float));
+}
+
+int main(int argc, char **argv) {
+  const char *model = NULL;
+  int B = 1, T = 128, threads = 0, repeats = 5;
+  bool capture = false, f32 = false, tiled = false, peak = false;
+  const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory"},
+      {"batch", CLI_INT, &B, "prompts per prefill (1)"},
+      {"tokens", CLI_INT, &T, "tokens per prompt (128)"},
+      {"threads", CLI_INT, &threads, "threads (all CPUs)"},
+      {"repeats", CLI_INT, &repeats, "timed prefills (5)"},
+      {"capture-resid-pre", CLI_BOOL, &capture, "capture resid_pre of every layer and position"},
+      {"f32", CLI_BOOL, &f32, "force a one-time f32 copy of the weights"},
+      {"tiled", CLI_BOOL, &tiled, "force on-the-fly dequantization of weight tiles"},
+      {"sgemm-peak", CLI_BOOL, &peak, "time a 2048^3 sgemm instead"},
+  };
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "--model PATH [flags] | --sgemm-peak", pos,
+                     0, &n_pos);
+  if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (peak) {
+    openblas_set_num_threads(threads > 0 ? threads : openblas_get_num_procs());
+    return sgemm_peak();
+  }
+  if (!model || B < 1 || T < 1 || repeats < 1) {
+    rg_error_set("bench_forward: need --model and positive --batch, --tokens, --repeats");
+    return cli_fail();
+  }
+  rg_model *m = rg_model_load(model);
+  if (!m) return cli_fail();
+  rg_session_opts so = {.threads = threads,
+                        .weight_mode = f32 ? RG_WEIGHTS_F32 : tiled ? RG_WEIGHTS_TILED : RG_WEIGHTS_AUTO,
+                        .max_batch_tokens = B * T};
+  double t0 = now_s();
+  rg_session *s = rg_session_new(m, B, T, &so);
+  if (!s) {
+    rg_model_free(m);
+    return cli_fail();
+  }
+  printf("model %s: %d layers, d %d; session ready in %.2f s (%.0f MiB of f32 weights)\n", m->id, m->cfg.n_layers,
+         m->cfg.d_model, now_s() - t0, (double)rg_session_weight_bytes(s) / (1 << 20));
+
+  int32_t **prompts = malloc((size_t)B * sizeof *prompts);
+  int *lens = malloc((size_t)B * sizeof *lens);
+  float *logits = malloc((size_t)B * m->cfg.vocab_size * sizeof *logits);
+  double *tps = malloc((size_t)repeats * sizeof *tps), *gfs = malloc((size_t)repeats * sizeof *gfs);
+  uint64_t x = 12345;
+  for (int b = 0; b < B; b++) {
+    prompts[b] = malloc((size_t)T * sizeof(int32_t));
+    lens[b] = T;
+    for (int t = 0; t < T; t++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      prompts[b][t] = (int32_t)((x >> 33) % (uint64_t)m->cfg.vocab_size);
+    }
+  }
+  capture_all cap = {NULL, B, T};
+  uint32_t *sites = NULL;
+  if (capture) {
+    cap.rows = malloc((size_t)m->cfg.n_layers * B * T * m->cfg.d_model * sizeof(float));
+    sites = malloc((size_t)m->cfg.n_layers * sizeof *sites);
+    if (!cap.rows || !sites) {
+      fprintf(stderr, "bench_forward: out of memory for the capture buffer\n");
+      return 1;
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++) sites[l] = RG_HOOK_BIT(RG_HOOK_RESID_PRE);
+    rg_capture spec = {.fn = keep_resid, .user = &cap, .layer_sites = sites};
+    rg_session_set_capture(s, &spec);
+  }
+  const double flops = prefill_flops(&m->cfg, B, T);
+  int status = 0;
+  for (int r = 0; r < repeats; r++) {
+    t0 = now_s();
+    if (rg_session_prefill(s, (const int32_t *const *)prompts, lens, B, logits) < 0) {
+      status = cli_fail();
+      break;
+    }
+    double dt = now_s() - t0;
+    tps[r] = B * T / dt;
+    gfs[r] = flops / dt / 1e9;
+    printf("repeat %d: %.1f tokens/s, %.1f GFLOP/s (%.3f s)\n", r + 1, tps[r], gfs[r], dt);
+  }
+  if (status == 0) printf("median: %.1f tokens/s, %.1f GFLOP/s\n", median(tps, repeats), median(gfs, repeats));
+  for (int b = 0; b < B; b++) free(prompts[b]);
+  free(prompts);
+  free(lens);
+  free(logits);
+  free(tps);
+  free(gfs);
+  free(cap.rows);
+  free(sites);
+  rg_session_free(s);
+  rg_model_free(m);
+  return status;
+}
