@@ -426,6 +426,67 @@ static void test_hf_tiny(void **state) {
   cJSON_Delete(idx);
 }
 
+/* End to end through the CLI (tokenizer + chat template + engine):
+ * `refgeo generate --chat` must reproduce the reference greedy ids up to the
+ * first <|im_end|> (id 2, SmolLM2's EOS) and `refgeo logits --chat` the
+ * reference top-5 logits and logsumexp, for prompts without shell quotes. */
+static void test_cli(void **state) {
+  cJSON *prompts = cJSON_GetObjectItem(F.index, "prompts");
+  size_t n;
+  float *ref = t_read_f32("forward/logits_base.f32", &n);
+  int checked = 0;
+  for (int p = 0; p < F.n_prompts && checked < 3; p++) {
+    cJSON *e = cJSON_GetArrayItem(prompts, p);
+    const char *text = cJSON_GetObjectItem(e, "text")->valuestring;
+    if (strchr(text, '\'')) continue; /* keeps the shell quoting trivial */
+    checked++;
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, "generate '%s' --prompt '%s' --chat --max-new-tokens %d --threads 2 --json",
+             t_env("REFGEO_MODEL"), text, F.n_new);
+    assert_int_equal(t_run_cli(args, &out, NULL), 0);
+    cJSON *j = cJSON_Parse(out);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetObjectItem(j, "prompt_tokens")->valueint, F.lens[p]);
+    cJSON *ids = cJSON_GetObjectItem(j, "ids"), *want = cJSON_GetObjectItem(e, "greedy_base");
+    int k = 0;
+    while (k < cJSON_GetArraySize(want) && cJSON_GetArrayItem(want, k)->valueint != 2) k++;
+    assert_int_equal(cJSON_GetArraySize(ids), k);
+    for (int i = 0; i < k; i++) assert_int_equal(cJSON_GetArrayItem(ids, i)->valueint, cJSON_GetArrayItem(want, i)->valueint);
+    assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(j, "stopped")), k < F.n_new);
+    cJSON_Delete(j);
+    free(out);
+
+    snprintf(args, sizeof args, "logits '%s' --prompt '%s' --chat --top 5 --threads 2 --json", t_env("REFGEO_MODEL"),
+             text);
+    assert_int_equal(t_run_cli(args, &out, NULL), 0);
+    j = cJSON_Parse(out);
+    assert_non_null(j);
+    const float *lg = ref + (size_t)p * F.vocab;
+    double mx = lg[0], sum = 0;
+    for (int v = 1; v < F.vocab; v++) mx = fmax(mx, lg[v]);
+    for (int v = 0; v < F.vocab; v++) sum += exp(lg[v] - mx);
+    assert_true(fabs(cJSON_GetObjectItem(j, "logsumexp")->valuedouble - (mx + log(sum))) <= LOGIT_TOL);
+    cJSON *top = cJSON_GetObjectItem(j, "top");
+    assert_int_equal(cJSON_GetArraySize(top), 5);
+    for (int i = 0; i < 5; i++) {
+      cJSON *t = cJSON_GetArrayItem(top, i);
+      int id = cJSON_GetObjectItem(t, "id")->valueint;
+      assert_true(fabs(cJSON_GetObjectItem(t, "logit")->valuedouble - lg[id]) <= LOGIT_TOL);
+      for (int v = 0; v < F.vocab; v++) /* nothing outside the top 5 beats the 5th */
+        if (i == 4 && lg[v] > lg[id] + LOGIT_TOL) {
+          bool listed = false;
+          for (int q = 0; q < 5; q++) listed |= cJSON_GetObjectItem(cJSON_GetArrayItem(top, q), "id")->valueint == v;
+          assert_true(listed);
+        }
+    }
+    cJSON_Delete(j);
+    free(out);
+  }
+  print_message("cli: generate and logits match the reference on %d prompts\n", checked);
+  assert_int_equal(checked, 3);
+  free(ref);
+}
+
 static void test_bad_input(void **state) {
   rg_session *s = new_session(2, 0);
   int32_t bad = F.vocab;
@@ -468,7 +529,7 @@ int main(void) {
       cmocka_unit_test(test_ablate),              cmocka_unit_test(test_actadd),
       cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_decode_equals_prefill),
       cmocka_unit_test(test_hook_sites),          cmocka_unit_test(test_hf_tiny),
-      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_cli),                 cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -202,7 +202,7 @@ def main():
         for j, i in enumerate(keep):
             results[c][i][1].astype("<f4").tofile(os.path.join(out_dir, f"resid_{c}_{j}.f32"))
     for j, i in enumerate(keep):
-        entry = {"kind": kinds[i], "ids": ids_all[i]}
+        entry = {"kind": kinds[i], "text": (HARMFUL + HARMLESS)[i], "ids": ids_all[i]}
         for c in conds:
             entry[f"greedy_{c}"] = results[c][i][2]
             entry[f"margin_{c}"] = round(results[c][i][3], 4)
