@@ -426,6 +426,47 @@ static void test_hf_tiny(void **state) {
   cJSON_Delete(idx);
 }
 
+/* Seeded sampling: a prompt's sample depends only on its own seed (same ids
+ * alone and in a batch of 3), different seeds differ somewhere, and top_p
+ * so small that only the top token survives reproduces greedy decoding. */
+static void test_sampling(void **state) {
+  const int n = 3, n_new = 12;
+  rg_session *s = new_session(n, 0);
+  const uint64_t seeds[3] = {11, 22, 33};
+  rg_gen_opts o = {.max_new_tokens = n_new, .temperature = 0.9f, .top_p = 0.95f, .seeds = seeds};
+  rg_gen_result batch[3], one[1];
+  assert_int_equal(rg_generate(s, (const int32_t *const *)F.ids, F.lens, n, &o, batch), 0);
+  bool any_diff = false;
+  for (int p = 0; p < n; p++) {
+    rg_gen_opts o1 = o;
+    o1.seeds = &seeds[p];
+    const int32_t *pr = F.ids[p];
+    assert_int_equal(rg_generate(s, &pr, &F.lens[p], 1, &o1, one), 0);
+    assert_int_equal(one[0].n, batch[p].n);
+    assert_memory_equal(one[0].ids, batch[p].ids, (size_t)one[0].n * sizeof(int32_t));
+    uint64_t other = seeds[p] + 1000;
+    o1.seeds = &other;
+    rg_gen_results_free(one, 1);
+    assert_int_equal(rg_generate(s, &pr, &F.lens[p], 1, &o1, one), 0);
+    any_diff |= one[0].n != batch[p].n || memcmp(one[0].ids, batch[p].ids, (size_t)one[0].n * sizeof(int32_t)) != 0;
+    rg_gen_results_free(one, 1);
+  }
+  assert_true(any_diff);
+  rg_gen_opts g = {.max_new_tokens = n_new};
+  rg_gen_opts nucleus = {.max_new_tokens = n_new, .temperature = 1.0f, .top_p = 1e-6f, .seed = 5};
+  rg_gen_result gr[3];
+  assert_int_equal(rg_generate(s, (const int32_t *const *)F.ids, F.lens, n, &g, gr), 0);
+  rg_gen_results_free(batch, n);
+  assert_int_equal(rg_generate(s, (const int32_t *const *)F.ids, F.lens, n, &nucleus, batch), 0);
+  for (int p = 0; p < n; p++) {
+    assert_int_equal(gr[p].n, batch[p].n);
+    assert_memory_equal(gr[p].ids, batch[p].ids, (size_t)gr[p].n * sizeof(int32_t));
+  }
+  rg_gen_results_free(gr, n);
+  rg_gen_results_free(batch, n);
+  rg_session_free(s);
+}
+
 /* End to end through the CLI (tokenizer + chat template + engine):
  * `refgeo generate --chat` must reproduce the reference greedy ids up to the
  * first <|im_end|> (id 2, SmolLM2's EOS) and `refgeo logits --chat` the
@@ -529,7 +570,8 @@ int main(void) {
       cmocka_unit_test(test_ablate),              cmocka_unit_test(test_actadd),
       cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_decode_equals_prefill),
       cmocka_unit_test(test_hook_sites),          cmocka_unit_test(test_hf_tiny),
-      cmocka_unit_test(test_cli),                 cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_sampling),            cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
