@@ -4,7 +4,9 @@
  * dtype is either copied to float32 once (rg_backend_weight, when the whole
  * model fits comfortably in RAM) or kept in its file dtype and dequantized in
  * row tiles into a scratch buffer right before each sgemm on the tile, which
- * keeps a 7B bf16 model at its mmap size plus one tile.
+ * keeps a 7B bf16 model at its mmap size plus one tile per thread. Measured
+ * on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy is ~15% faster
+ * (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
  *
  * Everything else (norms, RoPE, attention, elementwise ops) is OpenMP loops.
  * One OpenMP team of `threads` threads does all the work: a matmul gives

@@ -12,6 +12,11 @@
  * sequence alone. This deliberately differs from a left-padded Hugging Face
  * batch without position_ids, whose positions are shifted by the padding.
  *
+ * Each session prepares its own backend weights; with the CPU backend's f32
+ * copy (small models) that is 4 bytes per parameter, so share one session
+ * rather than opening many. A session is used from one thread at a time
+ * (the backend parallelizes internally).
+ *
  * Ownership: the session borrows the model (it must outlive the session).
  * Interventions and capture specs are copied / borrowed as documented.
  */
