@@ -6,6 +6,7 @@
 #include "testlib.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "model/model.h"
 #include "model/model_source.h"
 #include "model/safetensors.h"
+#include "model/tokenizer.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -318,6 +320,65 @@ static void test_cli_info(void **state) {
   free(dir);
 }
 
+/* `refgeo synth-model` on a small Mistral config: the directory loads, the
+ * shard split follows --shard-size-mb, norms are exactly 1 and other weights
+ * have the requested normal(0, 0.02) statistics, and the byte-level
+ * tokenizer maps text to its byte values (what HF tokenizers gives for the
+ * same tokenizer.json, checked by hand when the command was written). */
+static void test_synth_model(void **state) {
+  (void)state;
+  static const char CONFIG[] =
+      "{\"model_type\": \"mistral\", \"hidden_size\": 256, \"intermediate_size\": 512, \"num_hidden_layers\": 2,"
+      " \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"vocab_size\": 1000, \"max_position_embeddings\": 512,"
+      " \"rms_norm_eps\": 1e-5, \"sliding_window\": 64, \"tie_word_embeddings\": false}";
+  char *config = t_write_tmp("synth_config.json", CONFIG, strlen(CONFIG));
+  char *dir = t_tmp_path("synth_mistral");
+  char args[2048], *err = NULL;
+  snprintf(args, sizeof args, "synth-model --config '%s' --out '%s' --seed 7 --shard-size-mb 1", config, dir);
+  int rc = t_run_cli(args, NULL, &err);
+  if (rc != 0) fail_msg("refgeo %s: exit %d: %s", args, rc, err);
+  assert_non_null(strstr(err, "shard 4/4"));
+  rg_model *m = rg_model_load(dir);
+  if (!m) fail_msg("%s", rg_error_get());
+  assert_int_equal(m->source->n_shards, 4); /* 3.25 MB of bf16 in 1 MB shards, tensors kept whole */
+  assert_int_equal(m->n_tensors, 1 + 2 * 9 + 2);
+  assert_int_equal(m->cfg.sliding_window, 64);
+  assert_ptr_not_equal(m->lm_head, m->tok_embd);
+  for (int i = 0; i < m->n_tensors; i++) {
+    const rg_tensor *t = &m->tensors[i];
+    assert_int_equal(t->type, RG_BF16);
+    const int64_t n = rg_tensor_nelems(t);
+    double sum = 0, sum2 = 0;
+    for (int64_t j = 0; j < n; j++) {
+      double v = to_f32(t->type, t->data, j);
+      sum += v;
+      sum2 += v * v;
+    }
+    double mean = sum / (double)n, sd = sqrt(sum2 / (double)n - mean * mean);
+    if (strstr(t->name, "norm.weight")) {
+      assert_true(mean == 1.0 && sd == 0.0);
+    } else {
+      /* n >= 65536 draws: the sample mean's sd is 0.02/sqrt(n) <= 8e-5 and the
+       * sample sd's is 0.02/sqrt(2n) <= 6e-5; 5 sigma bounds, plus bf16
+       * rounding (relative 2^-9 ~ 0.2%, covered by 2% on the sd). */
+      if (fabs(mean) > 5 * 0.02 / sqrt((double)n) || fabs(sd - 0.02) > 0.02 * 0.02)
+        fail_msg("%s: mean %g sd %g, want normal(0, 0.02)", t->name, mean, sd);
+    }
+  }
+  int32_t *ids = NULL;
+  int n_ids = 0;
+  const char *text = "Hi, w\xc3\xb6rld<|im_end|>";
+  assert_int_equal(rg_tokenize(m->tokenizer, text, strlen(text), true, false, &ids, &n_ids), 0);
+  const int32_t want[] = {'H', 'i', ',', ' ', 'w', 0xc3, 0xb6, 'r', 'l', 'd', 258};
+  assert_int_equal(n_ids, 11);
+  assert_memory_equal(ids, want, sizeof want);
+  free(ids);
+  rg_model_free(m);
+  free(err);
+  free(dir);
+  free(config);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_models_load),
@@ -327,6 +388,7 @@ int main(void) {
       cmocka_unit_test(test_nonexistent_path),
       cmocka_unit_test(test_bad_index),
       cmocka_unit_test(test_cli_info),
+      cmocka_unit_test(test_synth_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,284 @@
+/* cmd_synth_model: `refgeo synth-model --config CONFIG.json --out DIR
+ * [--seed N] [--shard-size-mb N]` writes a random-weight model of any size
+ * as a Hugging Face directory that rg_model_load (and transformers) accept:
+ *   - sharded bf16 safetensors in transformers' state_dict order; weights
+ *     and biases ~ normal(0, 0.02) (transformers' initializer_range), norm
+ *     weights = 1;
+ *   - config.json: CONFIG.json with torch_dtype set to bfloat16;
+ *   - tokenizer.json: a byte-level BPE with the 256 byte tokens (id = byte
+ *     value, GPT-2's printable byte mapping), no merges, the ChatML specials
+ *     <|endoftext|>, <|im_start|>, <|im_end|>, and unused tokens up to
+ *     vocab_size; tokenizer_config.json with a ChatML chat_template.
+ * Weights are generated chunk by chunk while each shard is written, so memory
+ * stays at a few MiB even for a 7B model. Element j of tensor i depends only
+ * on (seed, i, j) (a counter-based generator), so the output is identical
+ * for any thread count. A progress line per shard goes to stderr.
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "model/config.h"
+#include "model/dtype.h"
+#include "model/hf_config.h"
+#include "model/safetensors_write.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+static const char *SPECIALS[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+enum { N_SPECIALS = 3, N_BYTES = 256 };
+
+static const char *CHATML =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef struct {
+  rg_tensor *t;
+  int n;
+  uint64_t seed;
+} synth;
+
+static int add_tensor(synth *s, const char *name, int64_t rows, int64_t cols) {
+  rg_tensor *t = &s->t[s->n];
+  t->name = strdup(name);
+  if (!t->name) return rg_error_set("synth-model: out of memory");
+  t->type = RG_BF16;
+  t->n_dims = cols ? 2 : 1;
+  t->ne[0] = cols ? cols : rows; /* ggml order: [in, out] for a Linear [out, in] */
+  t->ne[1] = cols ? rows : 1;
+  t->ne[2] = t->ne[3] = 1;
+  s->n++;
+  return 0;
+}
+
+/* The tensors of a model of config C in transformers' state_dict order. */
+static int plan_tensors(synth *s, const rg_config *c) {
+  const int64_t d = c->d_model, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+  s->t = calloc((size_t)c->n_layers * 12 + 3, sizeof *s->t);
+  if (!s->t) return rg_error_set("synth-model: out of memory");
+  char name[96];
+  int rc = add_tensor(s, "model.embed_tokens.weight", c->vocab_size, d);
+  for (int il = 0; il < c->n_layers && rc == 0; il++) {
+    const struct {
+      const char *suffix;
+      int64_t rows, cols;
+      bool bias;
+    } parts[] = {
+        {"self_attn.q_proj.weight", q, d, false},   {"self_attn.q_proj.bias", q, 0, true},
+        {"self_attn.k_proj.weight", kv, d, false},  {"self_attn.k_proj.bias", kv, 0, true},
+        {"self_attn.v_proj.weight", kv, d, false},  {"self_attn.v_proj.bias", kv, 0, true},
+        {"self_attn.o_proj.weight", d, q, false},   {"mlp.gate_proj.weight", c->d_ff, d, false},
+        {"mlp.up_proj.weight", c->d_ff, d, false},  {"mlp.down_proj.weight", d, c->d_ff, false},
+        {"input_layernorm.weight", d, 0, false},    {"post_attention_layernorm.weight", d, 0, false},
+    };
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0] && rc == 0; k++) {
+      if (parts[k].bias && !c->attn_qkv_bias) continue;
+      snprintf(name, sizeof name, "model.layers.%d.%s", il, parts[k].suffix);
+      rc = add_tensor(s, name, parts[k].rows, parts[k].cols);
+    }
+  }
+  if (rc == 0) rc = add_tensor(s, "model.norm.weight", d, 0);
+  if (rc == 0 && !c->tied_embeddings) rc = add_tensor(s, "lm_head.weight", c->vocab_size, d);
+  return rc;
+}
+
+/* splitmix64's finaliser: a good 64-bit mix of a counter. */
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* normal(0, 1) for element J of tensor I: Box-Muller on two uniforms in
+ * (0, 1] drawn from the hash of (seed, i, j). */
+static float normal_at(uint64_t seed, int i, int64_t j) {
+  uint64_t h = mix64(seed ^ mix64(((uint64_t)(uint32_t)i << 40) ^ (uint64_t)j));
+  double u1 = ((double)(h >> 11) + 1.0) / 9007199254740992.0;
+  double u2 = (double)(mix64(h) >> 11) / 9007199254740992.0;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+static bool is_norm(const char *name) {
+  size_t n = strlen(name), k = strlen("norm.weight");
+  return n >= k && strcmp(name + n - k, "norm.weight") == 0;
+}
+
+static int fill_weights(void *ctx, int i, size_t offset, void *buf, size_t len) {
+  const synth *s = ctx;
+  uint16_t *out = buf;
+  const int64_t first = (int64_t)(offset / 2), n = (int64_t)(len / 2);
+  if (is_norm(s->t[i].name)) {
+    for (int64_t k = 0; k < n; k++) out[k] = rg_fp32_to_bf16(1.0f);
+    return 0;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < n; k++) out[k] = rg_fp32_to_bf16(0.02f * normal_at(s->seed, i, first + k));
+  return 0;
+}
+
+/* ---------------------------------------------------------------- side files */
+
+/* GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to
+ * U+0100 onwards in byte order. Writes the UTF-8 text of byte B into OUT. */
+static void byte_token_text(int b, char out[4]) {
+  int cp = b;
+  if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))) {
+    int k = 0;
+    for (int x = 0; x < b; x++)
+      if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) k++;
+    cp = 256 + k;
+  }
+  if (cp < 0x80) {
+    out[0] = (char)cp, out[1] = 0;
+  } else {
+    out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+  }
+}
+
+static cJSON *byte_level(bool add_prefix_space, bool trim_offsets) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "type", "ByteLevel");
+  cJSON_AddBoolToObject(o, "add_prefix_space", add_prefix_space);
+  cJSON_AddBoolToObject(o, "trim_offsets", trim_offsets);
+  cJSON_AddBoolToObject(o, "use_regex", true);
+  return o;
+}
+
+static int write_json(const char *dir, const char *name, cJSON *j) {
+  char *path = rg_path_join(dir, name);
+  char *text = j ? cJSON_Print(j) : NULL;
+  int rc = path && text ? rg_write_file_atomic(path, text, strlen(text)) : rg_error_set("%s/%s: out of memory", dir, name);
+  free(text);
+  free(path);
+  return rc;
+}
+
+static int write_tokenizer(const char *dir, int vocab_size) {
+  if (vocab_size < N_BYTES + N_SPECIALS)
+    return rg_error_set("synth-model: vocab_size %d is below the %d byte and special tokens", vocab_size,
+                        N_BYTES + N_SPECIALS);
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "version", "1.0");
+  cJSON_AddNullToObject(root, "truncation");
+  cJSON_AddNullToObject(root, "padding");
+  cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+  for (int k = 0; k < N_SPECIALS; k++) {
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "id", N_BYTES + k);
+    cJSON_AddStringToObject(a, "content", SPECIALS[k]);
+    cJSON_AddBoolToObject(a, "single_word", false);
+    cJSON_AddBoolToObject(a, "lstrip", false);
+    cJSON_AddBoolToObject(a, "rstrip", false);
+    cJSON_AddBoolToObject(a, "normalized", false);
+    cJSON_AddBoolToObject(a, "special", true);
+    cJSON_AddItemToArray(added, a);
+  }
+  cJSON_AddNullToObject(root, "normalizer");
+  cJSON_AddItemToObject(root, "pre_tokenizer", byte_level(false, true));
+  cJSON_AddItemToObject(root, "post_processor", byte_level(true, false));
+  cJSON_AddItemToObject(root, "decoder", byte_level(true, true));
+  cJSON *model = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddStringToObject(model, "type", "BPE");
+  cJSON_AddNullToObject(model, "dropout");
+  cJSON_AddNullToObject(model, "unk_token");
+  cJSON_AddNullToObject(model, "continuing_subword_prefix");
+  cJSON_AddNullToObject(model, "end_of_word_suffix");
+  cJSON_AddBoolToObject(model, "fuse_unk", false);
+  cJSON_AddBoolToObject(model, "byte_fallback", false);
+  cJSON_AddBoolToObject(model, "ignore_merges", false);
+  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+  char text[32];
+  for (int id = 0; id < vocab_size; id++) {
+    if (id < N_BYTES) byte_token_text(id, text);
+    else if (id < N_BYTES + N_SPECIALS) snprintf(text, sizeof text, "%s", SPECIALS[id - N_BYTES]);
+    else snprintf(text, sizeof text, "<|unused_%d|>", id - N_BYTES - N_SPECIALS);
+    cJSON_AddNumberToObject(vocab, text, id);
+  }
+  cJSON_AddArrayToObject(model, "merges");
+  int rc = write_json(dir, "tokenizer.json", root);
+  cJSON_Delete(root);
+  if (rc != 0) return rc;
+
+  cJSON *cfg = cJSON_CreateObject();
+  cJSON *dec = cJSON_AddObjectToObject(cfg, "added_tokens_decoder");
+  for (int k = 0; k < N_SPECIALS; k++) {
+    char id[16];
+    snprintf(id, sizeof id, "%d", N_BYTES + k);
+    cJSON *a = cJSON_AddObjectToObject(dec, id);
+    cJSON_AddStringToObject(a, "content", SPECIALS[k]);
+    cJSON_AddBoolToObject(a, "special", true);
+  }
+  cJSON_AddNullToObject(cfg, "bos_token");
+  cJSON_AddStringToObject(cfg, "eos_token", "<|im_end|>");
+  cJSON_AddStringToObject(cfg, "chat_template", CHATML);
+  cJSON_AddStringToObject(cfg, "tokenizer_class", "GPT2Tokenizer");
+  rc = write_json(dir, "tokenizer_config.json", cfg);
+  cJSON_Delete(cfg);
+  return rc;
+}
+
+/* CONFIG_PATH's JSON with torch_dtype bfloat16 (the dtype of the shards). */
+static int write_config(const char *dir, const char *config_path) {
+  char *text = rg_read_file(config_path, NULL);
+  if (!text) return -1;
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  if (!j) return rg_error_set("%s: not valid JSON", config_path);
+  cJSON_DeleteItemFromObject(j, "dtype"); /* transformers 5's name for it */
+  cJSON_DeleteItemFromObject(j, "torch_dtype");
+  cJSON_AddStringToObject(j, "torch_dtype", "bfloat16");
+  int rc = write_json(dir, "config.json", j);
+  cJSON_Delete(j);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- entry */
+
+int cmd_synth_model(int argc, char **argv) {
+  const char *config_path = NULL, *out = NULL;
+  int seed = 0, shard_mb = 5000; /* save_pretrained's classic default, "5GB" */
+  const cli_opt opts[] = {
+      {"config", CLI_STRING, &config_path, "Hugging Face config.json to instantiate (llama, mistral, qwen2)"},
+      {"out", CLI_STRING, &out, "output directory (created)"},
+      {"seed", CLI_INT, &seed, "random seed (default 0)"},
+      {"shard-size-mb", CLI_INT, &shard_mb, "maximum shard size in MB of 10^6 bytes, as transformers (default 5000)"},
+  };
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, 4, "--config CONFIG.json --out DIR [--seed N] [--shard-size-mb N]", pos, 0,
+                     &n_pos);
+  if (rc == 1) return 0;
+  if (rc != 0) return cli_fail();
+  if (!config_path || !out) {
+    rg_error_set("synth-model: --config and --out are required");
+    return cli_fail();
+  }
+  if (shard_mb < 1) {
+    rg_error_set("synth-model: --shard-size-mb must be at least 1");
+    return cli_fail();
+  }
+  rg_config cfg;
+  if (rg_hf_config_load(config_path, &cfg) != 0 || rg_mkdir_p(out) != 0) return cli_fail();
+
+  synth s = {.seed = mix64((uint64_t)(uint32_t)seed)};
+  const char *keys[] = {"format"}, *vals[] = {"pt"};
+  const rg_st_metadata meta = {keys, vals, 1};
+  rg_st_shard_opts so = {.max_shard_bytes = (size_t)shard_mb * 1000000u, .meta = &meta, .fill = fill_weights,
+                         .fill_ctx = &s, .progress = stderr};
+  rc = plan_tensors(&s, &cfg);
+  /* Side files first, the shard set (ending with its index) last. */
+  if (rc == 0) rc = write_config(out, config_path);
+  if (rc == 0) rc = write_tokenizer(out, cfg.vocab_size);
+  if (rc == 0) rc = rg_safetensors_write_sharded(out, s.t, s.n, &so);
+  for (int i = 0; i < s.n; i++) free(s.t[i].name);
+  free(s.t);
+  return rc == 0 ? 0 : cli_fail();
+}
