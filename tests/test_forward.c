@@ -102,12 +102,16 @@ static int max_len(void) {
   return mx;
 }
 
-static rg_session *new_session(int max_seqs, int max_batch_tokens) {
-  rg_session_opts o = {.threads = 2, .max_batch_tokens = max_batch_tokens};
+static rg_session *new_session_mode(int max_seqs, int max_batch_tokens, rg_weight_mode mode) {
+  rg_session_opts o = {.threads = 2, .weight_mode = mode, .max_batch_tokens = max_batch_tokens};
   rg_session *s = rg_session_new(F.m, max_seqs, max_len() + F.n_new + 1, &o);
   if (!s) print_error("%s\n", rg_error_get());
   assert_non_null(s);
   return s;
+}
+
+static rg_session *new_session(int max_seqs, int max_batch_tokens) {
+  return new_session_mode(max_seqs, max_batch_tokens, RG_WEIGHTS_AUTO);
 }
 
 /* ---------------------------------------------------------------- capture */
@@ -241,14 +245,17 @@ static double max_diff(const float *a, const float *b, size_t n) {
 }
 
 /* A ragged batch of all prompts (and the same batch pushed through 16-token
- * chunks, which splits prompts across calls) equals one-by-one prefills. */
+ * chunks, which splits prompts across calls, with the weights kept in their
+ * Q4_1/Q8_0 file dtype and dequantized per tile instead of the f32 copy)
+ * equals one-by-one prefills. */
 static void test_batch_equals_single(void **state) {
   const size_t V = (size_t)F.vocab;
   float *batch = malloc(F.n_prompts * V * sizeof(float)), *chunked = malloc(F.n_prompts * V * sizeof(float));
   float *one = malloc(V * sizeof(float));
   rg_session *s = new_session(F.n_prompts, 0);
   assert_int_equal(rg_session_prefill(s, (const int32_t *const *)F.ids, F.lens, F.n_prompts, batch), 0);
-  rg_session *c = new_session(F.n_prompts, 16);
+  rg_session *c = new_session_mode(F.n_prompts, 16, RG_WEIGHTS_TILED);
+  assert_int_equal(rg_session_weight_bytes(c) < rg_session_weight_bytes(s) / 100, 1); /* only norms copied */
   assert_int_equal(rg_session_prefill(c, (const int32_t *const *)F.ids, F.lens, F.n_prompts, chunked), 0);
   double worst_b = 0, worst_c = 0;
   for (int p = 0; p < F.n_prompts; p++) {
@@ -257,7 +264,7 @@ static void test_batch_equals_single(void **state) {
     worst_b = fmax(worst_b, max_diff(one, batch + p * V, V));
     worst_c = fmax(worst_c, max_diff(one, chunked + p * V, V));
   }
-  print_message("batch vs single: max |diff| %.3g; 16-token chunks vs single: %.3g\n", worst_b, worst_c);
+  print_message("batch vs single: max |diff| %.3g; 16-token chunks (tiled weights) vs single: %.3g\n", worst_b, worst_c);
   assert_true(worst_b <= SELF_TOL);
   assert_true(worst_c <= SELF_TOL);
   rg_session_free(s);
