@@ -1,0 +1,74 @@
+#!/bin/sh
+# scale_7b.sh: does refgeo handle a 7B model within 20 GiB of memory?
+#
+# Writes a Mistral-7B-shaped config (hidden 4096, intermediate 14336, 32
+# layers, 32 heads, 8 kv heads, vocab 32000, sliding_window 4096,
+# rope_theta 10000, rms_norm_eps 1e-5), instantiates it once with
+# `refgeo synth-model` as random bf16 safetensors (~14.5 GB) under
+# $REFGEO_HOME/synth/mistral-7b-shape (regeneration is skipped when the
+# directory is complete), then runs one forward pass over 4 prompts x 64
+# tokens with resid_pre captured at every layer (bench_forward) under
+# /usr/bin/time -v. Prints peak RSS (GiB) and wall time; exits 1 if the peak
+# RSS exceeds 20 GiB. Weights stay bf16 in the page cache (--tiled): an f32
+# copy of a 7B model alone would be 29 GB. Note that touched pages of the
+# mmapped shards count towards RSS, so ~14 GiB of the peak is the weights.
+#
+#   bench/scale_7b.sh                 (BUILD=build-dir, REFGEO_HOME=~/.cache/refgeo)
+#   SCALE_CONFIG=small.json SCALE_NAME=small bench/scale_7b.sh   (dry run on another config)
+#
+# Bench only, not CI: the synthetic model takes minutes to write and ~15 GB
+# of disk.
+set -eu
+BUILD=${BUILD:-build}
+REFGEO_HOME=${REFGEO_HOME:-$HOME/.cache/refgeo}
+NAME=${SCALE_NAME:-mistral-7b-shape}
+DIR="$REFGEO_HOME/synth/$NAME"
+THREADS=${THREADS:-2}
+LIMIT_GIB=20
+
+mkdir -p "$REFGEO_HOME/synth"
+CONFIG=${SCALE_CONFIG:-"$REFGEO_HOME/synth/$NAME.config.json"}
+if [ -z "${SCALE_CONFIG:-}" ]; then
+  cat >"$CONFIG" <<'EOF'
+{
+  "architectures": ["MistralForCausalLM"],
+  "model_type": "mistral",
+  "hidden_size": 4096,
+  "intermediate_size": 14336,
+  "num_hidden_layers": 32,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 8,
+  "head_dim": 128,
+  "vocab_size": 32000,
+  "max_position_embeddings": 32768,
+  "sliding_window": 4096,
+  "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-05,
+  "hidden_act": "silu",
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16"
+}
+EOF
+fi
+
+# The index (or the single file of a one-shard model) is written last, so
+# its presence means the set is complete.
+if [ -f "$DIR/model.safetensors.index.json" ] || [ -f "$DIR/model.safetensors" ]; then
+  echo "scale_7b: reusing $DIR" >&2
+else
+  "$BUILD/refgeo" synth-model --config "$CONFIG" --out "$DIR" --seed 0 --shard-size-mb 5000
+fi
+
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
+/usr/bin/time -v "$BUILD/bench_forward" --model "$DIR" --batch 4 --tokens 64 --capture-resid-pre --tiled \
+  --threads "$THREADS" --repeats 1 2>"$LOG" || { cat "$LOG" >&2; exit 1; }
+
+rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$LOG")
+wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): *//p' "$LOG")
+rss_gib=$(awk -v k="$rss_kb" 'BEGIN { printf "%.2f", k / 1048576 }')
+echo "scale_7b: $NAME peak RSS $rss_gib GiB, wall $wall (4 x 64 tokens, resid_pre at every layer, $THREADS threads)"
+if awk -v k="$rss_kb" -v l="$LIMIT_GIB" 'BEGIN { exit !(k / 1048576 > l) }'; then
+  echo "scale_7b: FAIL: peak RSS $rss_gib GiB exceeds $LIMIT_GIB GiB" >&2
+  exit 1
+fi
