@@ -21,7 +21,9 @@ int rg_error_prefix(const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, g_message, sizeof old);
-  snprintf(g_message, sizeof g_message, "%s: %s", prefix, old);
+  /* Written in two steps so that an over-long prefix truncates cleanly. */
+  int n = snprintf(g_message, sizeof g_message, "%s: ", prefix);
+  if (n > 0 && (size_t)n < sizeof g_message) snprintf(g_message + n, sizeof g_message - (size_t)n, "%s", old);
   return -1;
 }
 

@@ -16,6 +16,12 @@ char *rg_read_file(const char *path, size_t *len_out) {
     rg_error_set("%s: %s", path, strerror(errno));
     return NULL;
   }
+  struct stat st;
+  if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode)) {
+    rg_error_set("%s: is a directory, expected a file", path);
+    fclose(fp);
+    return NULL;
+  }
   if (fseek(fp, 0, SEEK_END) != 0) {
     rg_error_set("%s: cannot seek: %s", path, strerror(errno));
     fclose(fp);
