@@ -19,17 +19,6 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-static cJSON *load_cases(void) {
-  char *path = t_fixture_path("chat_template/cases.json");
-  char *text = rg_read_file(path, NULL);
-  if (!text) fail_msg("%s", rg_error_get());
-  cJSON *root = cJSON_Parse(text);
-  if (!root) fail_msg("%s: not valid JSON", path);
-  free(text);
-  free(path);
-  return root;
-}
-
 static const char *str_field(const cJSON *obj, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -67,7 +56,7 @@ static rg_chat_message *messages_of(const cJSON *c, int *n) {
 /* Every fixture case: byte-identical rendering, or an error where the
  * official template raises. */
 static void test_every_case_matches_transformers(void **state) {
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("chat_template/cases.json");
   int n_cases = 0, n_errors = 0, n_bad = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
@@ -100,7 +89,7 @@ static void test_every_case_matches_transformers(void **state) {
 /* The default system message hard-coded in SmolLM2's and Qwen2's templates;
  * the strings are the templates' own (see the fixture). */
 static void test_detect_chatml_default_system(void **state) {
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("chat_template/cases.json");
   static const struct {
     const char *source, *system;
   } WANT[] = {
@@ -129,7 +118,7 @@ static void test_detect_gguf_template(void **state) {
   if (!g) fail_msg("%s", rg_error_get());
   char *jinja = rg_gguf_dup_str(g, "tokenizer.chat_template");
   assert_non_null(jinja);
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("chat_template/cases.json");
   const cJSON *fixture = template_for(root, "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF)");
   assert_string_equal(jinja, str_field(fixture, "template")); /* the fixture is this model's template */
   rg_chat_template t;
@@ -145,7 +134,7 @@ static void test_detect_gguf_template(void **state) {
 /* post_instruction is what follows the instruction in the reference
  * rendering of a one-turn prompt with a generation prompt. */
 static void test_post_instruction_matches_reference(void **state) {
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("chat_template/cases.json");
   int checked = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
@@ -173,7 +162,7 @@ static void test_post_instruction_matches_reference(void **state) {
 /* Every family is reachable by name and renders as its detected template
  * (chatml by name lacks the default system turn, so compare with one). */
 static void test_by_name_matches_detect(void **state) {
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("chat_template/cases.json");
   const cJSON *tmpl;
   rg_chat_message conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
   cJSON_ArrayForEach(tmpl, cJSON_GetObjectItemCaseSensitive(root, "templates")) {

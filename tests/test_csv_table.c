@@ -10,30 +10,8 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-/* FNV-1a 64: the same 10-line hash the fixture script applies per field, so
- * every byte is compared without committing a copy of the shared data. */
-static unsigned long long fnv1a64(const char *s) {
-  unsigned long long h = 0xcbf29ce484222325ULL;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    h ^= *p;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-static cJSON *load_json_fixture(const char *name) {
-  char *path = t_fixture_path(name);
-  char *text = rg_read_file(path, NULL);
-  if (!text) fail_msg("%s", rg_error_get());
-  cJSON *j = cJSON_Parse(text);
-  assert_non_null(j);
-  free(text);
-  free(path);
-  return j;
-}
-
 static void test_shared_csvs_match_python(void **state) {
-  cJSON *fx = load_json_fixture("harmbench/csv_fields.json");
+  cJSON *fx = t_read_json_fixture("harmbench/csv_fields.json");
   const cJSON *files = cJSON_GetObjectItem(fx, "files");
   assert_int_equal(cJSON_GetArraySize(files), 6);
   const cJSON *f;
@@ -55,7 +33,7 @@ static void test_shared_csvs_match_python(void **state) {
       for (int c = 0; c < t->n_cols; c++) {
         const char *field = t->rows[r][c];
         char hex[17];
-        snprintf(hex, sizeof hex, "%016llx", fnv1a64(field));
+        snprintf(hex, sizeof hex, "%016llx", t_fnv1a64(field));
         if (strlen(field) != (size_t)cJSON_GetArrayItem(lrow, c)->valueint ||
             strcmp(hex, cJSON_GetArrayItem(hrow, c)->valuestring) != 0)
           fail_msg("%s: row %zu column %s differs from Python's csv module", path, r, t->header[c]);

@@ -20,17 +20,6 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-static cJSON *load_manifest(void) {
-  char *path = t_fixture_path("dequant/manifest.json");
-  char *text = rg_read_file(path, NULL);
-  if (!text) fail_msg("%s", rg_error_get());
-  cJSON *j = cJSON_Parse(text);
-  assert_non_null(j);
-  free(text);
-  free(path);
-  return j;
-}
-
 static const char *jstr(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   assert_true(cJSON_IsString(v));
@@ -98,7 +87,7 @@ static void test_type_table(void **state) {
  * blocks with sane scales (k-quants, which gguf-py cannot quantize). */
 static void test_synthetic_blocks(void **state) {
   (void)state;
-  cJSON *man = load_manifest();
+  cJSON *man = t_read_json_fixture("dequant/manifest.json");
   const cJSON *e;
   int n_types = 0;
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(man, "synthetic")) {
@@ -129,7 +118,7 @@ static void test_synthetic_blocks(void **state) {
 /* Rows of every tensor type in the SmolLM2 file (Q8_0, Q4_1, F32). */
 static void test_real_rows(void **state) {
   (void)state;
-  cJSON *man = load_manifest();
+  cJSON *man = t_read_json_fixture("dequant/manifest.json");
   rg_gguf *g = rg_gguf_open(t_env("REFGEO_MODEL"));
   if (!g) fail_msg("%s", rg_error_get());
   const cJSON *e;
@@ -186,7 +175,7 @@ static uint16_t *read_u16(const char *file, size_t want) {
  * ties, overflow to infinity and subnormal results; then the round trips. */
 static void test_half_conversions(void **state) {
   (void)state;
-  cJSON *man = load_manifest();
+  cJSON *man = t_read_json_fixture("dequant/manifest.json");
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(man, "half");
   size_t n = 0;
   char name[256];

@@ -14,27 +14,6 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-/* Same FNV-1a 64 as the fixture script (see test_csv_table.c). */
-static unsigned long long fnv1a64(const char *s) {
-  unsigned long long h = 0xcbf29ce484222325ULL;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    h ^= *p;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-static cJSON *load_fixture(const char *name) {
-  char *path = t_fixture_path(name);
-  char *text = rg_read_file(path, NULL);
-  if (!text) fail_msg("%s", rg_error_get());
-  cJSON *j = cJSON_Parse(text);
-  assert_non_null(j);
-  free(text);
-  free(path);
-  return j;
-}
-
 static char *shared_path(const char *name) {
   char *p = rg_path_join(t_env("REFGEO_SHARED"), name);
   assert_non_null(p);
@@ -54,7 +33,7 @@ static const char *json_str(const cJSON *o, const char *key) { return cJSON_GetO
 
 static void test_behaviors_and_direct_request(void **state) {
   rg_behaviors *b = load_all_behaviors();
-  cJSON *fx = load_fixture("harmbench/behaviors.json");
+  cJSON *fx = t_read_json_fixture("harmbench/behaviors.json");
   const cJSON *list = cJSON_GetObjectItem(fx, "behaviors");
   assert_int_equal(b->n, cJSON_GetArraySize(list));
   int n_contextual = 0, n_copyright = 0, i = 0;
@@ -72,7 +51,7 @@ static void test_behaviors_and_direct_request(void **state) {
     char *dr = rg_behavior_direct_request(x);
     assert_non_null(dr);
     char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", fnv1a64(dr));
+    snprintf(hex, sizeof hex, "%016llx", t_fnv1a64(dr));
     assert_int_equal(strlen(dr), cJSON_GetObjectItem(e, "direct_request_len")->valueint);
     assert_string_equal(hex, json_str(e, "direct_request_fnv1a64"));
     free(dr);
@@ -116,7 +95,7 @@ static void test_classifier_prompts_match_str_format(void **state) {
   if (rg_classifier_prompts_load(path, &prompts) != 0) fail_msg("%s", rg_error_get());
   free(path);
   rg_behaviors *b = load_all_behaviors();
-  cJSON *fx = load_fixture("harmbench/classifier_render.json");
+  cJSON *fx = t_read_json_fixture("harmbench/classifier_render.json");
   const cJSON *e;
   int n = 0, n_ctx = 0;
   cJSON_ArrayForEach(e, cJSON_GetObjectItem(fx, "cases")) {
@@ -154,7 +133,7 @@ static void test_format_template_rules(void **state) {
 }
 
 static void test_judge_labels(void **state) {
-  cJSON *fx = load_fixture("harmbench/judge_labels.json");
+  cJSON *fx = t_read_json_fixture("harmbench/judge_labels.json");
   const cJSON *e;
   cJSON_ArrayForEach(e, cJSON_GetObjectItem(fx, "cases")) {
     int want = cJSON_GetObjectItem(e, "label")->valueint;
@@ -175,7 +154,7 @@ static void test_refusal_rules_match_python(void **state) {
     if (!lists[r]) fail_msg("%s", rg_error_get());
     assert_int_equal(lists[r]->n, sizes[r]);
   }
-  cJSON *fx = load_fixture("harmbench/refusal_judgments.json");
+  cJSON *fx = t_read_json_fixture("harmbench/refusal_judgments.json");
   int n = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, cJSON_GetObjectItem(fx, "cases")) {
@@ -205,7 +184,7 @@ static void expect_same_entries(const rg_completions *c, const cJSON *flat, int 
 
 static void test_completions_round_trip(void **state) {
   char *in = t_fixture_path("harmbench/completions_in.json");
-  cJSON *fx = load_fixture("harmbench/completions_flat.json");
+  cJSON *fx = t_read_json_fixture("harmbench/completions_flat.json");
   const cJSON *flat = cJSON_GetObjectItem(fx, "entries");
   rg_completions c;
   if (rg_completions_read(in, &c) != 0) fail_msg("%s", rg_error_get());

@@ -16,11 +16,7 @@
 #define TOL 1e-12
 
 static void test_against_python(void **state) {
-  char *path = t_fixture_path("harmbench/stats.json");
-  char *text = rg_read_file(path, NULL);
-  if (!text) fail_msg("%s", rg_error_get());
-  cJSON *fx = cJSON_Parse(text);
-  assert_non_null(fx);
+  cJSON *fx = t_read_json_fixture("harmbench/stats.json");
   assert_true(cJSON_GetObjectItem(fx, "z")->valuedouble == RG_Z95);
   const cJSON *e;
   double max_w = 0, max_b = 0;
@@ -46,8 +42,6 @@ static void test_against_python(void **state) {
   assert_true(max_w <= TOL);
   assert_true(n_w > 50 && n_b > 200);
   cJSON_Delete(fx);
-  free(text);
-  free(path);
 }
 
 static void test_bad_arguments(void **state) {

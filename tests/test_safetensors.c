@@ -49,17 +49,6 @@ static void expect_open_error(char *path, const char *want) {
   free(path);
 }
 
-static cJSON *read_json_fixture(const char *name) {
-  char *path = t_fixture_path(name);
-  char *text = rg_read_file(path, NULL);
-  if (!text) fail_msg("%s", rg_error_get());
-  cJSON *j = cJSON_Parse(text);
-  assert_non_null(j);
-  free(text);
-  free(path);
-  return j;
-}
-
 static float to_f32(int type, const void *data, int64_t i) {
   float f;
   assert_int_equal(rg_dequantize_row(type, (const char *)data + i * rg_dtype_get(type)->block_bytes, &f, 1), 0);
@@ -154,7 +143,7 @@ static void test_read_reference_file(void **state) {
   char *path = t_fixture_path("hf_tiny/roundtrip.safetensors");
   rg_safetensors *st = rg_safetensors_open(path);
   if (!st) fail_msg("%s", rg_error_get());
-  cJSON *want = read_json_fixture("hf_tiny/roundtrip.json");
+  cJSON *want = t_read_json_fixture("hf_tiny/roundtrip.json");
   assert_int_equal(rg_safetensors_n_tensors(st), cJSON_GetArraySize(want));
   assert_string_equal(rg_safetensors_metadata(st, "format"), "pt");
   assert_null(rg_safetensors_metadata(st, "absent"));
@@ -257,7 +246,7 @@ static void test_sharded_writer_matches_transformers(void **state) {
   char *src_dir = t_fixture_path("hf_tiny/mistral_f16");
   rg_model *src = rg_model_load(src_dir);
   if (!src) fail_msg("%s", rg_error_get());
-  cJSON *exp = read_json_fixture("hf_tiny/mistral_f16.expected.json");
+  cJSON *exp = t_read_json_fixture("hf_tiny/mistral_f16.expected.json");
   const cJSON *order = cJSON_GetObjectItem(exp, "state_dict_order");
   int n = cJSON_GetArraySize(order);
   rg_tensor *ts = calloc((size_t)n, sizeof *ts);
@@ -273,7 +262,7 @@ static void test_sharded_writer_matches_transformers(void **state) {
   rg_st_shard_opts opts = {.max_shard_bytes = (size_t)cJSON_GetObjectItem(exp, "max_shard_bytes")->valuedouble};
   if (rg_safetensors_write_sharded(dir, ts, n, &opts) != 0) fail_msg("%s", rg_error_get());
 
-  cJSON *want = read_json_fixture("hf_tiny/mistral_f16/model.safetensors.index.json");
+  cJSON *want = t_read_json_fixture("hf_tiny/mistral_f16/model.safetensors.index.json");
   char *index_path = rg_path_join(dir, "model.safetensors.index.json");
   char *text = rg_read_file(index_path, NULL);
   assert_non_null(text);

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -86,4 +88,24 @@ char *t_write_tmp(const char *name, const void *data, size_t len) {
   if (len) assert_int_equal(fwrite(data, 1, len, fp), len);
   fclose(fp);
   return path;
+}
+
+cJSON *t_read_json_fixture(const char *name) {
+  char *path = t_fixture_path(name);
+  char *text = rg_read_file(path, NULL);
+  if (!text) fail_msg("%s", rg_error_get());
+  cJSON *j = cJSON_Parse(text);
+  if (!j) fail_msg("%s: not valid JSON", path);
+  free(text);
+  free(path);
+  return j;
+}
+
+unsigned long long t_fnv1a64(const char *s) {
+  unsigned long long h = 0xcbf29ce484222325ULL;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    h ^= *p;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
 }

@@ -20,6 +20,14 @@ char *t_tmp_path(const char *name);
 /* Reads a fixture of little-endian float32 values; *n gets the count. */
 float *t_read_f32(const char *fixture_name, size_t *n);
 
+/* Parses the JSON fixture REFGEO_FIXTURES/NAME (fails the test on error);
+ * the caller frees the tree with cJSON_Delete. */
+struct cJSON *t_read_json_fixture(const char *name);
+
+/* FNV-1a 64-bit hash of a NUL-terminated string: fixture scripts store it per
+ * field so that shared data is compared byte for byte without copying it. */
+unsigned long long t_fnv1a64(const char *s);
+
 /* Runs "$REFGEO_BIN ARGS" through /bin/sh; returns the exit status and the
  * malloc'd stdout / stderr (either pointer may be NULL if not wanted). */
 int t_run_cli(const char *args, char **out, char **err);
