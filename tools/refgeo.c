@@ -10,6 +10,8 @@ static const rg_command COMMANDS[] = {
     {"generate", cmd_generate, "generate a continuation of a prompt"},
     {"logits", cmd_logits, "print the top-K next-token logits of a prompt"},
     {"synth-model", cmd_synth_model, "write a random-weight model as sharded bf16 safetensors"},
+    {"capture", cmd_capture, "capture eoi activations of a checkpoint series into HDF5"},
+    {"perturb", cmd_perturb, "write a randomly perturbed copy of a GGUF model"},
     {"repro", cmd_repro, "test whether a measured ASR curve reproduces a published one"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);

@@ -431,3 +431,7 @@ const rg_tensor *rg_gguf_find_tensor(const rg_gguf *g, const char *name) {
     if (strcmp(g->tensors[i].name, name) == 0) return &g->tensors[i];
   return NULL;
 }
+
+size_t rg_gguf_tensor_file_offset(const rg_gguf *g, const rg_tensor *t) {
+  return (size_t)((const uint8_t *)t->data - (const uint8_t *)g->map.data);
+}

@@ -69,5 +69,8 @@ const char *rg_gguf_arr_str(const rg_gguf *g, const char *key, int64_t i, size_t
 int64_t rg_gguf_n_tensors(const rg_gguf *g);
 const rg_tensor *rg_gguf_tensor(const rg_gguf *g, int64_t i);
 const rg_tensor *rg_gguf_find_tensor(const rg_gguf *g, const char *name);
+/* Byte offset within the file of a tensor's data (for tools that patch a
+ * copy of the file in place, such as `refgeo perturb`). */
+size_t rg_gguf_tensor_file_offset(const rg_gguf *g, const rg_tensor *t);
 
 #endif
