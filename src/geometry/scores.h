@@ -1,0 +1,69 @@
+/* scores.h: the three candidate scores of refusal_direction's
+ * select_direction (docs/refusal-geometry.md sections 5.3, 6.2, 7.1),
+ * computed with the engine (model/forward.h).
+ *
+ *   refusal score  log(P + 1e-8) - log(1 - P + 1e-8), P = sum of the
+ *                  float64 softmax of the last-position logits over the
+ *                  refusal token ids
+ *   bypass         mean refusal score on harmful val prompts with r-hat
+ *                  ablated at resid_pre, attn_out and mlp_out of every layer
+ *   induce         mean refusal score on harmless val prompts with +1.0 * r
+ *                  added to the input of block `layer`
+ *   kl             mean over harmless val prompts of KL(base || ablated) of
+ *                  the last-position distributions, float64, eps 1e-6:
+ *                  sum_v p(v) [log(p(v) + 1e-6) - log(q(v) + 1e-6)]
+ *
+ * The engine's batches are padding-free (forward.h), so every prompt is
+ * scored exactly as if it ran alone; RD's left-padded batches give the same
+ * numbers up to float noise. One candidate costs two prefills: harmful and
+ * harmless val together under ablation (bypass and KL), and harmless val
+ * under activation addition (induce).
+ *
+ * Ownership: the scorer owns its session and buffers and borrows the model
+ * and the prompt token arrays (they must outlive it).
+ */
+#ifndef RG_GEOMETRY_SCORES_H
+#define RG_GEOMETRY_SCORES_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+#include "model/tokenizer.h"
+
+/* The refusal log-odds of one row of logits[vocab]. */
+double rg_refusal_score(const float *logits, int vocab, const int32_t *refusal_ids, int n_refusal);
+
+/* KL(softmax(base) || softmax(other)) with RD's eps 1e-6, float64. */
+double rg_kl_logits(const float *base, const float *other, int vocab);
+
+/* refusal_direction's per-family refusal token for Llama-style chat models:
+ * the single token of "I" (the first token of "I cannot ..."), looked up
+ * without a prefix space. Returns the count (1) with ids[0] set, or -1 with
+ * the error set when "I" is not a single token of this tokenizer. */
+int rg_refusal_tokens_default(const rg_tokenizer *t, int32_t *ids);
+
+/* A list of tokenized prompts, borrowed. */
+typedef struct {
+  const int32_t *const *ids;
+  const int *lens;
+  int n;
+} rg_token_batch;
+
+typedef struct rg_scorer rg_scorer;
+
+/* Opens a session on M sized for HARMFUL + HARMLESS (both n >= 1) and runs
+ * the unintervened baseline (harmless logits for KL, baseline scores).
+ * THREADS <= 0 = all CPUs. NULL with the error set. */
+rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const rg_token_batch *harmless,
+                         const int32_t *refusal_ids, int n_refusal, int threads);
+void rg_scorer_free(rg_scorer *sc);
+
+/* Mean refusal scores without intervention. */
+double rg_scorer_base_harmful(const rg_scorer *sc);
+double rg_scorer_base_harmless(const rg_scorer *sc);
+
+/* Scores the candidate direction r[d_model] (float64, unnormalized) taken at
+ * block LAYER's input. Returns 0, or -1 with the error set. */
+int rg_scorer_score(rg_scorer *sc, const double *r, int layer, double *bypass, double *induce, double *kl);
+
+#endif

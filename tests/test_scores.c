@@ -1,0 +1,153 @@
+/* test_scores: refusal score, bypass, induce and KL (geometry/scores.h) on
+ * SmolLM2 against tests/fixtures/scores/, which
+ * tools/reference/make_score_fixtures.py computed with transformers in
+ * float32 and torch hooks written as refusal_direction's hook_utils.py. */
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+#include "geometry/scores.h"
+#include "model/model.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+/* Scores are log-odds of a probability near e^-4 computed from logits; the
+ * forward fixtures agree with transformers to ~1e-4 in logits (different
+ * float32 summation orders over 30 layers), and the log-odds inherit that
+ * error almost one to one, so 1e-3 leaves a 10x margin while a wrong site,
+ * layer, sign or eps (1e-8 vs 1e-6 moves KL by ~1e-3 per prompt only at
+ * tiny p, but a missed ablation site moves every score by > 0.1) fails. */
+#define SCORE_TOL 1e-3
+
+/* This cmocka has no assert_double_equal; |got - want| <= tol, NaN fails. */
+#define assert_close(got, want, tol) assert_true(fabs((double)(got) - (double)(want)) <= (tol))
+
+typedef struct {
+  cJSON *fx;
+  rg_model *m;
+  double *r;
+  int32_t *ids[4];
+  int lens[4];
+} fixture;
+
+static int32_t *ids_of(cJSON *arr, int *len) {
+  *len = cJSON_GetArraySize(arr);
+  int32_t *ids = malloc((size_t)*len * sizeof *ids);
+  for (int j = 0; j < *len; j++) ids[j] = cJSON_GetArrayItem(arr, j)->valueint;
+  return ids;
+}
+
+static double num(cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->fx = t_read_json_fixture("scores/scores.json");
+  f->m = rg_model_load(t_env("REFGEO_MODEL"));
+  assert_non_null(f->m);
+  char *path = t_fixture_path("scores/direction.f64");
+  size_t len = 0;
+  char *raw = rg_read_file(path, &len);
+  assert_non_null(raw);
+  assert_int_equal(len, (size_t)f->m->cfg.d_model * sizeof(double));
+  f->r = malloc(len);
+  memcpy(f->r, raw, len);
+  free(raw);
+  free(path);
+  for (int i = 0; i < 4; i++)
+    f->ids[i] = ids_of(cJSON_GetArrayItem(cJSON_GetObjectItem(f->fx, i < 2 ? "harmful_ids" : "harmless_ids"), i % 2),
+                       &f->lens[i]);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  for (int i = 0; i < 4; i++) free(f->ids[i]);
+  free(f->r);
+  rg_model_free(f->m);
+  cJSON_Delete(f->fx);
+  free(f);
+  return 0;
+}
+
+/* The default refusal token is the one the HF tokenizer gives for "I". */
+static void test_default_refusal_token(void **state) {
+  fixture *f = *state;
+  int32_t id = -1;
+  assert_int_equal(rg_refusal_tokens_default(f->m->tokenizer, &id), 1);
+  assert_int_equal(id, cJSON_GetArrayItem(cJSON_GetObjectItem(f->fx, "refusal_tokens"), 0)->valueint);
+}
+
+/* Closed forms: uniform logits over 4 tokens give P = 1/4 for one refusal
+ * token (log-odds log(1/3) up to the 1e-8 eps) and 1/2 for two; KL of a
+ * distribution with itself is exactly 0; KL([1,0] || uniform) in the limit
+ * of huge logit gaps is log 2 up to the eps terms. */
+static void test_closed_forms(void **state) {
+  (void)state;
+  const float flat[4] = {0, 0, 0, 0};
+  const int32_t one[1] = {2}, two[2] = {0, 3};
+  assert_close(rg_refusal_score(flat, 4, one, 1), log(0.25 + 1e-8) - log(0.75 + 1e-8), 1e-15);
+  assert_close(rg_refusal_score(flat, 4, two, 2), 0.0, 1e-15);
+  const float peaked[2] = {0, -1000}, even[2] = {5, 5};
+  assert_close(rg_kl_logits(peaked, peaked, 2), 0.0, 0.0);
+  /* p = [1, 0], q = [1/2, 1/2]: 1 * (log(1 + 1e-6) - log(0.5 + 1e-6)). */
+  assert_close(rg_kl_logits(peaked, even, 2), log(1 + 1e-6) - log(0.5 + 1e-6), 1e-12);
+}
+
+static void test_scores_match_reference(void **state) {
+  fixture *f = *state;
+  rg_token_batch harm = {(const int32_t *const *)f->ids, f->lens, 2};
+  rg_token_batch harmless = {(const int32_t *const *)f->ids + 2, f->lens + 2, 2};
+  int32_t refusal = cJSON_GetArrayItem(cJSON_GetObjectItem(f->fx, "refusal_tokens"), 0)->valueint;
+  rg_scorer *sc = rg_scorer_new(f->m, &harm, &harmless, &refusal, 1, 0);
+  assert_non_null(sc);
+  cJSON *bh = cJSON_GetObjectItem(f->fx, "base_harmful_scores"), *bl = cJSON_GetObjectItem(f->fx, "base_harmless_scores");
+  double ref_h = (cJSON_GetArrayItem(bh, 0)->valuedouble + cJSON_GetArrayItem(bh, 1)->valuedouble) / 2;
+  double ref_l = (cJSON_GetArrayItem(bl, 0)->valuedouble + cJSON_GetArrayItem(bl, 1)->valuedouble) / 2;
+  double bypass, induce, kl;
+  assert_int_equal(rg_scorer_score(sc, f->r, num(f->fx, "dir_layer"), &bypass, &induce, &kl), 0);
+  print_message("base harmful %.6f (ref %.6f) harmless %.6f (ref %.6f)\n", rg_scorer_base_harmful(sc), ref_h,
+                rg_scorer_base_harmless(sc), ref_l);
+  print_message("bypass %.6f (ref %.6f) induce %.6f (ref %.6f) kl %.6f (ref %.6f)\n", bypass, num(f->fx, "bypass"),
+                induce, num(f->fx, "induce"), kl, num(f->fx, "kl"));
+  assert_close(rg_scorer_base_harmful(sc), ref_h, SCORE_TOL);
+  assert_close(rg_scorer_base_harmless(sc), ref_l, SCORE_TOL);
+  assert_close(bypass, num(f->fx, "bypass"), SCORE_TOL);
+  assert_close(induce, num(f->fx, "induce"), SCORE_TOL);
+  assert_close(kl, num(f->fx, "kl"), SCORE_TOL);
+  /* A second candidate after the first: the interventions must not leak. */
+  double bypass2, induce2, kl2;
+  assert_int_equal(rg_scorer_score(sc, f->r, num(f->fx, "dir_layer"), &bypass2, &induce2, &kl2), 0);
+  assert_close(bypass2, bypass, 0.0);
+  assert_close(induce2, induce, 0.0);
+  assert_close(kl2, kl, 0.0);
+  /* A bad layer is an error, not a crash. */
+  assert_int_equal(rg_scorer_score(sc, f->r, f->m->cfg.n_layers, &bypass, &induce, &kl), -1);
+  assert_non_null(strstr(rg_error_get(), "layer"));
+  rg_scorer_free(sc);
+}
+
+static void test_bad_inputs(void **state) {
+  fixture *f = *state;
+  rg_token_batch harm = {(const int32_t *const *)f->ids, f->lens, 2};
+  rg_token_batch none = {(const int32_t *const *)f->ids, f->lens, 0};
+  int32_t bad = f->m->cfg.vocab_size;
+  assert_null(rg_scorer_new(f->m, &harm, &harm, &bad, 1, 0));
+  assert_non_null(strstr(rg_error_get(), "outside the vocabulary"));
+  int32_t ok = 57;
+  assert_null(rg_scorer_new(f->m, &harm, &none, &ok, 1, 0));
+  assert_non_null(strstr(rg_error_get(), "no harmless"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_default_refusal_token),
+      cmocka_unit_test(test_closed_forms),
+      cmocka_unit_test(test_scores_match_reference),
+      cmocka_unit_test(test_bad_inputs),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
