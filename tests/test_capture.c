@@ -5,8 +5,8 @@
  *  - perturb: the relative change of every perturbed weight has the
  *    requested spread, the token embedding is untouched, Q4_1 d and m of a
  *    block move together, a seed gives the same file and another seed not.
- *  - series: capture (CLI) of base + perturbed (manifest) on 8/8 train and
- *    4/4 val prompts of data/prompts: dataset shapes, TransformerLens hook
+ *  - series: capture (CLI) of base + perturbed (manifest) on 4/4 train and
+ *    2/2 val prompts of data/prompts: dataset shapes, TransformerLens hook
  *    names, positions, steps, template name and eoi ids (= the last tokens
  *    of transformers' chat tokenization) from h5dump; layer 0 (the
  *    unperturbed embedding) equal across steps, the last layer not; a rerun
@@ -31,6 +31,9 @@
 #include "util/fileio.h"
 
 enum { N_LAYERS = 30, D_MODEL = 576, N_POS = 6 /* chatml "<|im_end|>\n<|im_start|>assistant\n" */ };
+/* Prompts per train / val split in the series test (small: it also runs
+ * under ASan, where the model does ~20 tokens/s). */
+enum { N_TRAIN = 4, N_VAL = 2 };
 
 /* Same bound as test_forward (the capture runs the same forward): both sides
  * compute in float32 on identical dequantized weights, so only summation
@@ -186,7 +189,7 @@ static void check_shapes(const char *h5, long step) {
   for (int i = 0; i < 4; i++) {
     char args[256], want[64];
     snprintf(args, sizeof args, "-H -d /step_%ld/acts/%s/resid_pre", step, splits[i]);
-    snprintf(want, sizeof want, "( %d, %d, %d, %d )", N_LAYERS, i < 2 ? 8 : 4, N_POS, D_MODEL);
+    snprintf(want, sizeof want, "( %d, %d, %d, %d )", N_LAYERS, i < 2 ? N_TRAIN : N_VAL, N_POS, D_MODEL);
     char *out = h5dump(args, h5);
     assert_contains(out, want);
     assert_contains(out, "H5T_IEEE_F32LE");
@@ -219,8 +222,8 @@ static void test_series(void **state) {
   char args[8192];
   snprintf(args, sizeof args,
            "capture --manifest '%s' --out '%s' --harmful-train '%s' --harmless-train '%s' --harmful-val '%s' "
-           "--harmless-val '%s' --n-train 8 --n-val 4 --seed 3 --threads 2",
-           manifest, h5, ht, lt, hv, lv);
+           "--harmless-val '%s' --n-train %d --n-val %d --seed 3 --threads 2",
+           manifest, h5, ht, lt, hv, lv, N_TRAIN, N_VAL);
   char *err = NULL;
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("capture: %s", err);
   print_message("%s", err);
@@ -259,7 +262,7 @@ static void test_series(void **state) {
   size_t n0, n1;
   float *a0 = dump_floats(h5, "/step_0/acts/harmful_train/resid_pre", &n0);
   float *a1 = dump_floats(h5, "/step_100/acts/harmful_train/resid_pre", &n1);
-  const size_t per_layer = (size_t)8 * N_POS * D_MODEL;
+  const size_t per_layer = (size_t)N_TRAIN * N_POS * D_MODEL;
   assert_int_equal(n0, N_LAYERS * per_layer);
   assert_int_equal(n1, n0);
   assert_memory_equal(a0, a1, per_layer * sizeof(float));

@@ -1,10 +1,11 @@
 /* test_capture_crash.c: `refgeo capture` killed with SIGKILL partway, then
  * resumed, gives the same file contents as an uninterrupted run.
  *
- * Series: base + two perturbed copies (steps 0, 100, 200), 4/4 train and
- * 2/2 val prompts. The capture is killed three times: early (while step 0
- * runs, before anything is complete), just after step 0 completed, and just
- * after step 100 completed; after every kill the file must open with h5dump
+ * Series: base + a perturbed copy (steps 0, 100), one prompt per split (the
+ * test also runs under ASan, where the model does ~20 tokens/s). The capture
+ * is killed twice: early (while step 0 runs, before anything is complete),
+ * and halfway through step 100 (half of step 0's time after step 0 was
+ * reported complete); after every kill the file must open with h5dump
  * (hdf5-tools, independent of the writer) and keep the steps that had been
  * reported complete. A last run finishes the series, reporting the complete
  * steps as skipped. Its activations must equal the uninterrupted run's byte
@@ -23,8 +24,8 @@
 #include "util/fileio.h"
 
 static const char *const SPLITS[] = {"harmful_train", "harmless_train", "harmful_val", "harmless_val"};
-static const long STEPS[] = {0, 100, 200};
-enum { N_SPLITS = 4, N_STEPS = 3 };
+static const long STEPS[] = {0, 100};
+enum { N_SPLITS = 4, N_STEPS = 2 };
 /* Longest wait for a step (ASan builds run the model ~5x slower). */
 static const double WAIT_S = 300;
 
@@ -66,7 +67,7 @@ static char *capture_args(const char *manifest, const char *h5) {
   }
   snprintf(args, 8192,
            "capture --manifest '%s' --out '%s' --harmful-train '%s' --harmless-train '%s' --harmful-val '%s' "
-           "--harmless-val '%s' --n-train 4 --n-val 2 --seed 5 --threads 2 --batch 4",
+           "--harmless-val '%s' --n-train 1 --n-val 1 --seed 5 --threads 2",
            manifest, h5, p[0], p[1], p[2], p[3]);
   for (int i = 0; i < N_SPLITS; i++) free(p[i]);
   return args;
@@ -173,12 +174,11 @@ static void perturb(const char *out, int seed) {
 }
 
 static void test_kill_and_resume(void **state) {
-  char *p1 = dir_path("p1.gguf"), *p2 = dir_path("p2.gguf"), *manifest = dir_path("series.csv");
+  char *p1 = dir_path("p1.gguf"), *manifest = dir_path("series.csv");
   char *ref = dir_path("ref.h5"), *h5 = dir_path("killed.h5"), *err_path = dir_path("stderr.txt");
   perturb(p1, 11);
-  perturb(p2, 12);
   char csv[4096];
-  snprintf(csv, sizeof csv, "step,path\n0,%s\n100,p1.gguf\n200,p2.gguf\n", t_env("REFGEO_MODEL"));
+  snprintf(csv, sizeof csv, "step,path\n0,%s\n100,p1.gguf\n", t_env("REFGEO_MODEL"));
   assert_int_equal(rg_write_file_atomic(manifest, csv, strlen(csv)), 0);
   unlink(ref);
   unlink(h5);
@@ -190,29 +190,29 @@ static void test_kill_and_resume(void **state) {
 
   /* Kill 1: early, while step 0 is being captured (its line not yet out). */
   pid_t pid = spawn(args, err_path);
-  sleep_ms(300);
+  sleep_ms(100);
   char *e = rg_read_file(err_path, NULL);
   assert_true(e && !strstr(e, "step 0: "));
   free(e);
   kill_and_reap(pid);
   check_valid(h5, 0);
 
-  /* Kill 2: right after step 0 was reported complete. */
+  /* Kill 2: halfway through step 100. */
   pid = spawn(args, err_path);
   wait_for(pid, err_path, "step 0: ");
+  e = rg_read_file(err_path, NULL);
+  const char *line = strstr(e, "step 0: ");
+  double step0_s = 0;
+  assert_non_null(line);
+  assert_int_equal(sscanf(line, "step 0: %*d prompt tokens, forward %*f s (%*f tokens/s), step %lf s", &step0_s), 1);
+  free(e);
+  sleep_ms((int)(500 * step0_s));
   kill_and_reap(pid);
   check_valid(h5, 1);
 
-  /* Kill 3: right after step 100 was reported complete. */
-  pid = spawn(args, err_path);
-  wait_for(pid, err_path, "step 100: ");
-  kill_and_reap(pid);
-  check_valid(h5, 2);
-
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("resumed capture: %s", err);
   assert_non_null(strstr(err, "step 0: already captured"));
-  assert_non_null(strstr(err, "step 100: already captured"));
-  assert_non_null(strstr(err, "step 200: ") && strstr(err, "tokens/s"));
+  assert_non_null(strstr(err, "step 100: ") && strstr(err, "tokens/s"));
   free(err);
 
   for (int s = 0; s < N_STEPS; s++) {
@@ -235,7 +235,7 @@ static void test_kill_and_resume(void **state) {
     if (rg_path_exists(tmp)) fail_msg("%s left behind", tmp);
   }
   free(ref_args), free(args);
-  free(p1), free(p2), free(manifest), free(ref), free(h5), free(err_path);
+  free(p1), free(manifest), free(ref), free(h5), free(err_path);
 }
 
 int main(void) {
