@@ -20,6 +20,8 @@ int cmd_logits(int argc, char **argv);
 int cmd_synth_model(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_perturb(int argc, char **argv);
+int cmd_geometry(int argc, char **argv);
 int cmd_repro(int argc, char **argv); /* exit 0 reproduced, 1 not reproduced, 2 cannot compare */
+int cmd_asr(int argc, char **argv);
 
 #endif

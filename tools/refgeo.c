@@ -12,7 +12,9 @@ static const rg_command COMMANDS[] = {
     {"synth-model", cmd_synth_model, "write a random-weight model as sharded bf16 safetensors"},
     {"capture", cmd_capture, "capture eoi activations of a checkpoint series into HDF5"},
     {"perturb", cmd_perturb, "write a randomly perturbed copy of a GGUF model"},
+    {"geometry", cmd_geometry, "refusal directions, carrier scores and migration of a checkpoint series"},
     {"repro", cmd_repro, "test whether a measured ASR curve reproduces a published one"},
+    {"asr", cmd_asr, "HarmBench attack success rate of a model or checkpoint series"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 

@@ -1,0 +1,346 @@
+/* cmd_asr: `refgeo asr (--model PATH | --run-dir DIR [--base PATH] |
+ * --manifest CSV [--base PATH]) --behaviors CSV --out DIR
+ * [--attack DirectRequest | --test-cases FILE.json [--attack-name NAME]]
+ * [--functional-category standard|contextual|all] [--max-new-tokens 512]
+ * [--batch 8] [--classifier NAME ...] [--judge MODEL]
+ * [--classifier-prompts FILE] [--refusal-substrings FILE] [--limit N]
+ * [--chat-template NAME] [--threads N] [--json]`
+ *
+ * HarmBench ASR of every checkpoint (harmbench/asr_run.h): greedy chat
+ * completions of the test cases, written to DIR/completions_step<N>.json,
+ * scored by each classifier into DIR/asr.csv and DIR/asr_by_category.csv.
+ * A step whose completions file exists is not generated again: its
+ * completions are re-read (and must hold exactly this run's test cases), so
+ * a rerun resumes and a run with another --classifier adds rows.
+ *
+ * Classifiers (repeatable; default refusal-harmbench):
+ *   refusal-harmbench  HarmBench check_refusal_utils REFUSAL_PREFIXES,
+ *                      case-insensitive (RG_REFUSAL_HB_ATTACK)
+ *   refusal-advbench   HarmBench eval_utils advbench prefixes, case-sensitive
+ *   refusal-rd         refusal_direction's substring judge
+ *   judge              the HarmBench classifier prompt on --judge MODEL
+ * Data files default to ../shared/data/harmbench/ relative to the current
+ * directory. DIR/asr_run.json records the run (attack, behaviors, how many
+ * copyright behaviors were excluded). */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/checkpoints.h"
+#include "cli.h"
+#include "cli_prompt.h"
+#include "commands.h"
+#include "harmbench/asr_run.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+#define DEFAULT_DATA "../shared/data/harmbench/"
+
+typedef enum { CLS_REFUSAL, CLS_JUDGE } cls_kind;
+
+typedef struct {
+  const char *name;
+  cls_kind kind;
+  rg_refusal_rule rule;
+  rg_refusal_list *list; /* CLS_REFUSAL, loaded */
+} classifier;
+
+static const classifier KNOWN[] = {
+    {"refusal-harmbench", CLS_REFUSAL, RG_REFUSAL_HB_ATTACK, NULL},
+    {"refusal-advbench", CLS_REFUSAL, RG_REFUSAL_HB_ADVBENCH, NULL},
+    {"refusal-rd", CLS_REFUSAL, RG_REFUSAL_RD, NULL},
+    {"judge", CLS_JUDGE, 0, NULL},
+};
+enum { N_KNOWN = (int)(sizeof KNOWN / sizeof KNOWN[0]) };
+
+typedef struct {
+  const rg_behaviors *behaviors;
+  const rg_completions *cases;
+  const char *attack, *out_dir, *chat_template;
+  rg_asr_gen_opts gen;
+  classifier *cls;
+  int n_cls;
+  const rg_model *judge;
+  const rg_classifier_prompts *judge_prompts;
+  bool json;
+} asr_job;
+
+static rg_checkpoint_series *single_model(const char *path) {
+  rg_checkpoint_series *s = calloc(1, sizeof *s);
+  if (s) s->items = calloc(1, sizeof *s->items);
+  if (s && s->items) s->items[0].path = strdup(path);
+  if (!s || !s->items || !s->items[0].path) {
+    if (s) free(s->items);
+    free(s);
+    rg_error_set("--model: out of memory");
+    return NULL;
+  }
+  s->n = 1;
+  return s;
+}
+
+static rg_checkpoint_series *open_series(const char *model, const char *run_dir, const char *manifest,
+                                         const char *base) {
+  if (!!model + !!run_dir + !!manifest != 1) {
+    rg_error_set("asr: give exactly one of --model, --run-dir, --manifest");
+    return NULL;
+  }
+  if (model && base) {
+    rg_error_set("--base: only with --run-dir or --manifest");
+    return NULL;
+  }
+  if (model) return single_model(model);
+  return run_dir ? rg_checkpoints_from_run_dir(run_dir, base) : rg_checkpoints_from_manifest(manifest, base);
+}
+
+/* The classifiers named by --classifier, refusal lists loaded. */
+static int load_classifiers(const cli_list *names, const char *substrings, classifier *out, int *n_out) {
+  static const char *const DEFAULT[] = {"refusal-harmbench"};
+  const cli_list def = {(const char **)DEFAULT, 1};
+  if (names->n == 0) names = &def;
+  if (names->n > N_KNOWN) return rg_error_set("--classifier: given more than %d times", N_KNOWN);
+  *n_out = 0;
+  for (int i = 0; i < names->n; i++) {
+    int k = 0;
+    while (k < N_KNOWN && strcmp(KNOWN[k].name, names->items[i]) != 0) k++;
+    if (k == N_KNOWN)
+      return rg_error_set("--classifier: unknown classifier '%s' (refusal-harmbench, refusal-advbench, "
+                          "refusal-rd, judge)", names->items[i]);
+    for (int j = 0; j < *n_out; j++)
+      if (strcmp(out[j].name, KNOWN[k].name) == 0)
+        return rg_error_set("--classifier: '%s' given twice", KNOWN[k].name);
+    out[*n_out] = KNOWN[k];
+    if (out[*n_out].kind == CLS_REFUSAL) {
+      if (out[*n_out].rule != RG_REFUSAL_RD && !rg_path_exists(substrings))
+        return rg_error_set("--refusal-substrings: %s does not exist (give the path of HarmBench's "
+                            "refusal_substrings.json)", substrings);
+      if (!(out[*n_out].list = rg_refusal_list_load(out[*n_out].rule, substrings))) return -1;
+    }
+    (*n_out)++;
+  }
+  return 0;
+}
+
+/* Whether completions read back from a file are exactly the test cases. */
+static bool same_cases(const rg_completions *a, const rg_completions *b) {
+  if (a->n != b->n) return false;
+  for (size_t i = 0; i < a->n; i++)
+    if (strcmp(a->items[i].behavior_id, b->items[i].behavior_id) != 0 ||
+        strcmp(a->items[i].test_case, b->items[i].test_case) != 0)
+      return false;
+  return true;
+}
+
+/* Generates the completions of one checkpoint into *out. */
+static int generate_step(const asr_job *j, const char *model_path, rg_completions *out) {
+  rg_model *m = rg_model_load(model_path);
+  if (!m) return -1;
+  size_t n = j->cases->n;
+  int32_t **ids = calloc(n, sizeof *ids);
+  int *lens = calloc(n, sizeof *lens);
+  char **gens = calloc(n, sizeof *gens);
+  int32_t stop[2];
+  int n_stop = 0, rc = ids && lens && gens ? 0 : rg_error_set("%s: out of memory", model_path);
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    cli_prompt p = {.prompt = j->cases->items[i].test_case, .chat = true, .chat_template = j->chat_template};
+    rc = cli_prompt_tokens(m, &p, &ids[i], &lens[i], stop, &n_stop);
+  }
+  rg_asr_gen_opts go = j->gen;
+  go.stop_ids = stop;
+  go.n_stop = n_stop;
+  if (rc == 0) rc = rg_asr_generate(m, (const int32_t *const *)ids, lens, (int)n, &go, gens);
+  memset(out, 0, sizeof *out);
+  for (size_t i = 0; i < n && rc == 0; i++)
+    rc = rg_completions_add(out, j->cases->items[i].behavior_id, j->cases->items[i].test_case, gens[i]);
+  if (rc < 0) rg_completions_free(out);
+  for (size_t i = 0; i < n; i++) {
+    if (ids) free(ids[i]);
+    if (gens) free(gens[i]);
+  }
+  free(gens);
+  free(lens);
+  free(ids);
+  rg_model_free(m);
+  return rc;
+}
+
+/* Completions (generated or resumed) and every classifier's rows for one step. */
+static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
+  char name[64];
+  snprintf(name, sizeof name, "completions_step%ld.json", ck->step);
+  char *path = rg_path_join(j->out_dir, name);
+  if (!path) return rg_error_set("%s: out of memory", j->out_dir);
+  rg_completions c = {0};
+  int rc = 0;
+  bool resumed = rg_path_exists(path);
+  if (resumed) {
+    rc = rg_completions_read(path, &c);
+    if (rc == 0 && !same_cases(&c, j->cases))
+      rc = rg_error_set("%s: holds other test cases than this run (remove it or use another --out)", path);
+  } else {
+    rc = generate_step(j, ck->path, &c);
+    if (rc == 0) rc = rg_completions_write(path, &c);
+  }
+  int *labels = rc == 0 ? calloc((size_t)j->n_cls * c.n + 1, sizeof *labels) : NULL;
+  rg_asr_scored scored[N_KNOWN];
+  if (rc == 0 && !labels) rc = rg_error_set("%s: out of memory", path);
+  for (int k = 0; k < j->n_cls && rc == 0; k++) {
+    int *lab = labels + (size_t)k * c.n;
+    if (j->cls[k].kind == CLS_REFUSAL) rg_asr_label_refusal(j->cls[k].list, &c, lab);
+    else rc = rg_asr_label_judge(j->judge, j->judge_prompts, j->behaviors, &c, &j->gen, lab);
+    scored[k] = (rg_asr_scored){ck->step, j->attack, j->cls[k].name, &c, lab};
+  }
+  if (rc == 0) rc = rg_asr_write_tables(j->out_dir, j->behaviors, scored, j->n_cls);
+  for (int k = 0; k < j->n_cls && rc == 0; k++) {
+    long succ = 0;
+    for (size_t i = 0; i < c.n; i++) succ += scored[k].success[i] != 0;
+    if (!j->json)
+      printf("step %ld %s %s: %ld/%zu successes (ASR %.4f)%s\n", ck->step, j->attack, j->cls[k].name, succ, c.n,
+             (double)succ / (double)c.n, resumed ? " [completions resumed]" : "");
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddNumberToObject(row, "step", (double)ck->step);
+    cJSON_AddStringToObject(row, "classifier", j->cls[k].name);
+    cJSON_AddNumberToObject(row, "n", (double)c.n);
+    cJSON_AddNumberToObject(row, "successes", (double)succ);
+    cJSON_AddBoolToObject(row, "completions_resumed", resumed);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(summary, "results"), row);
+  }
+  free(labels);
+  rg_completions_free(&c);
+  free(path);
+  return rc;
+}
+
+static int write_summary(const char *dir, const cJSON *summary) {
+  char *path = rg_path_join(dir, "asr_run.json"), *text = cJSON_Print(summary);
+  int rc = path && text ? rg_write_file_atomic(path, text, strlen(text)) : rg_error_set("%s: out of memory", dir);
+  free(text);
+  free(path);
+  return rc;
+}
+
+int cmd_asr(int argc, char **argv) {
+  const char *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *behaviors_path = NULL,
+             *out_dir = NULL, *attack = NULL, *test_cases_path = NULL, *attack_name = "FixedSource",
+             *category_name = "all", *judge_path = NULL, *chat_template = NULL,
+             *prompts_path = DEFAULT_DATA "classifier_prompts.json",
+             *substrings = DEFAULT_DATA "refusal_substrings.json";
+  int max_new = 512, batch = 8, limit = 0, threads = 0;
+  bool json = false;
+  cli_list cls_names = {0};
+  const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "one model (GGUF or HF dir), scored as step 0"},
+      {"run-dir", CLI_STRING, &run_dir, "fine-tuning run directory (checkpoint-<step>/)"},
+      {"manifest", CLI_STRING, &manifest, "checkpoint manifest CSV (step,path)"},
+      {"base", CLI_STRING, &base, "step-0 model for --run-dir / --manifest"},
+      {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
+      {"out", CLI_STRING, &out_dir, "output directory"},
+      {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases)"},
+      {"test-cases", CLI_STRING, &test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},
+      {"attack-name", CLI_STRING, &attack_name, "attack name of --test-cases (FixedSource)"},
+      {"functional-category", CLI_STRING, &category_name, "standard, contextual or all non-copyright (all)"},
+      {"max-new-tokens", CLI_INT, &max_new, "most tokens per completion (512)"},
+      {"batch", CLI_INT, &batch, "prompts generated together (8)"},
+      {"classifier", CLI_MULTI, &cls_names, "refusal-harmbench (default), refusal-advbench, refusal-rd, judge"},
+      {"judge", CLI_STRING, &judge_path, "judge model for --classifier judge"},
+      {"classifier-prompts", CLI_STRING, &prompts_path, "HarmBench classifier_prompts.json"},
+      {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json"},
+      {"limit", CLI_INT, &limit, "score only the first N selected behaviors"},
+      {"chat-template", CLI_STRING, &chat_template, "chat format name (default: detect)"},
+      {"threads", CLI_INT, &threads, "CPU threads (all)"},
+      {"json", CLI_BOOL, &json, "print the run summary as JSON"},
+  };
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                     "(--model PATH | --run-dir DIR | --manifest CSV) --behaviors CSV --out DIR [flags]", pos, 0,
+                     &n_pos);
+  if (rc != 0) {
+    cli_list_free(&cls_names);
+    return rc > 0 ? 0 : cli_fail();
+  }
+  rg_checkpoint_series *series = NULL;
+  rg_behaviors *behaviors = NULL;
+  rg_completions fixed = {0}, cases = {0};
+  classifier cls[N_KNOWN] = {{0}};
+  int n_cls = 0, n_copyright = 0, status = 1;
+  rg_model *judge = NULL;
+  rg_classifier_prompts judge_prompts = {0};
+  cJSON *summary = NULL;
+  rg_asr_category cat;
+  bool has_judge = false;
+
+  if (!behaviors_path) rc = rg_error_set("--behaviors: missing (give a HarmBench behaviors CSV)");
+  else if (!out_dir) rc = rg_error_set("--out: missing (give an output directory)");
+  else if (attack && test_cases_path) rc = rg_error_set("--attack: not with --test-cases (use --attack-name)");
+  else if (attack && strcmp(attack, "DirectRequest") != 0)
+    rc = rg_error_set("--attack: unknown attack '%s' (DirectRequest, or --test-cases FILE)", attack);
+  else if (max_new < 1) rc = rg_error_set("--max-new-tokens: %d is not positive", max_new);
+  else if (batch < 1) rc = rg_error_set("--batch: %d is not positive", batch);
+  else if (limit < 0) rc = rg_error_set("--limit: %d is negative", limit);
+  if (rc < 0 || rg_asr_category_from_name(category_name, &cat) < 0) goto end;
+  if (!(series = open_series(model, run_dir, manifest, base))) goto end;
+  if (!(behaviors = rg_behaviors_read(behaviors_path))) goto end;
+  if (test_cases_path && rg_test_cases_read(test_cases_path, &fixed) < 0) goto end;
+  if (rg_asr_select_cases(behaviors, test_cases_path ? &fixed : NULL, test_cases_path, cat, limit, &cases,
+                          &n_copyright) < 0)
+    goto end;
+  if (cases.n == 0) {
+    rg_error_set("%s: no test cases for the selected behaviors", test_cases_path ? test_cases_path : behaviors_path);
+    goto end;
+  }
+  if (load_classifiers(&cls_names, substrings, cls, &n_cls) < 0) goto end;
+  for (int k = 0; k < n_cls; k++) has_judge |= cls[k].kind == CLS_JUDGE;
+  if (has_judge != !!judge_path) {
+    rg_error_set(has_judge ? "--judge: missing (--classifier judge needs a judge model)"
+                           : "--judge: only with --classifier judge");
+    goto end;
+  }
+  if (has_judge && (rg_classifier_prompts_load(prompts_path, &judge_prompts) < 0 ||
+                    !(judge = rg_model_load(judge_path))))
+    goto end;
+  if (rg_mkdir_p(out_dir) < 0) goto end;
+
+  const char *attack_label = test_cases_path ? attack_name : "DirectRequest";
+  summary = cJSON_CreateObject();
+  cJSON_AddStringToObject(summary, "attack", attack_label);
+  cJSON_AddStringToObject(summary, "behaviors", behaviors_path);
+  if (test_cases_path) cJSON_AddStringToObject(summary, "test_cases", test_cases_path);
+  cJSON_AddStringToObject(summary, "functional_category", category_name);
+  cJSON_AddNumberToObject(summary, "n_test_cases", (double)cases.n);
+  cJSON_AddNumberToObject(summary, "copyright_excluded", n_copyright);
+  cJSON_AddStringToObject(summary, "note", "copyright behaviors are judged by hashing in HarmBench; "
+                                           "refgeo leaves them out of the ASR");
+  cJSON_AddNumberToObject(summary, "max_new_tokens", max_new);
+  if (judge_path) cJSON_AddStringToObject(summary, "judge", judge_path);
+  cJSON_AddArrayToObject(summary, "results");
+  if (!json)
+    printf("%zu test cases (%s); %d copyright behaviors excluded from ASR\n", cases.n, attack_label, n_copyright);
+
+  asr_job job = {.behaviors = behaviors, .cases = &cases, .attack = attack_label, .out_dir = out_dir,
+                 .chat_template = chat_template,
+                 .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads},
+                 .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = json};
+  for (int i = 0; i < series->n; i++)
+    if (run_step(&job, &series->items[i], summary) < 0) goto end;
+  if (write_summary(out_dir, summary) < 0) goto end;
+  if (json) {
+    char *s = cJSON_Print(summary);
+    if (s) printf("%s\n", s);
+    free(s);
+  }
+  status = 0;
+end:
+  if (status) cli_fail();
+  cJSON_Delete(summary);
+  rg_model_free(judge);
+  rg_classifier_prompts_free(&judge_prompts);
+  for (int k = 0; k < n_cls; k++) rg_refusal_list_free(cls[k].list);
+  rg_completions_free(&cases);
+  rg_completions_free(&fixed);
+  rg_behaviors_free(behaviors);
+  rg_checkpoints_free(series);
+  cli_list_free(&cls_names);
+  return status;
+}
