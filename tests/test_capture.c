@@ -5,12 +5,14 @@
  *  - perturb: the relative change of every perturbed weight has the
  *    requested spread, the token embedding is untouched, Q4_1 d and m of a
  *    block move together, a seed gives the same file and another seed not.
- *  - series: capture (CLI) of base + perturbed (manifest) on 4/4 train and
- *    2/2 val prompts of data/prompts: dataset shapes, TransformerLens hook
+ *  - series: capture (CLI) of base + perturbed (manifest) on 2/2 train and
+ *    1/1 val prompts of data/prompts: dataset shapes, TransformerLens hook
  *    names, positions, steps, template name and eoi ids (= the last tokens
  *    of transformers' chat tokenization) from h5dump; layer 0 (the
  *    unperturbed embedding) equal across steps, the last layer not; a rerun
  *    skips both steps.
+ *  - sites/float16: two sites stored as float16; resid_post of block L
+ *    equals resid_pre of block L+1 (separate passes over the prompts).
  *  - fixture: capture (library) of the forward fixture's 10 prompt texts:
  *    the stored token ids equal transformers' apply_chat_template ids and
  *    resid_pre at the last 4 positions equals transformers' hidden states
@@ -33,7 +35,7 @@
 enum { N_LAYERS = 30, D_MODEL = 576, N_POS = 6 /* chatml "<|im_end|>\n<|im_start|>assistant\n" */ };
 /* Prompts per train / val split in the series test (small: it also runs
  * under ASan, where the model does ~20 tokens/s). */
-enum { N_TRAIN = 4, N_VAL = 2 };
+enum { N_TRAIN = 2, N_VAL = 1 };
 
 /* Same bound as test_forward (the capture runs the same forward): both sides
  * compute in float32 on identical dequantized weights, so only summation
@@ -283,6 +285,61 @@ static void test_series(void **state) {
   free(pert), free(manifest), free(h5), free(dir);
 }
 
+/* ---------------------------------------------------------------- sites */
+
+/* The values of an h5dump -d dump, malloc'd: each line of the DATA block
+ * without its "(i,j,k,l): " index prefix (which counts from the hyperslab
+ * start), up to the block's end (attributes follow it). */
+static char *dump_values(const char *dump) {
+  const char *p = strstr(dump, "DATA {");
+  assert_non_null(p);
+  const char *end = strchr(p, '}');
+  assert_non_null(end);
+  char *vals = malloc((size_t)(end - p) + 1), *w = vals;
+  assert_non_null(vals);
+  while ((p = strstr(p, "): ")) && p < end) {
+    p += 3;
+    size_t n = strcspn(p, "\n}");
+    memcpy(w, p, n);
+    w += n;
+    p += n;
+  }
+  *w = '\0';
+  return vals;
+}
+
+static void test_sites_float16(void **state) {
+  char *dir = tmp_dir(), *h5 = join(dir, "sites.h5");
+  unlink(h5);
+  char *ht = data_prompts("harmful_train"), *lt = data_prompts("harmless_train"), *hv = data_prompts("harmful_val"),
+       *lv = data_prompts("harmless_val");
+  char args[8192];
+  snprintf(args, sizeof args,
+           "capture --model '%s' --out '%s' --harmful-train '%s' --harmless-train '%s' --harmful-val '%s' "
+           "--harmless-val '%s' --n-train 1 --n-val 1 --threads 2 --float16 --sites resid_post,resid_pre",
+           t_env("REFGEO_MODEL"), h5, ht, lt, hv, lv);
+  char *err = NULL;
+  if (t_run_cli(args, NULL, &err) != 0) fail_msg("capture: %s", err);
+  free(err);
+
+  char *out = h5dump("-H -d /step_0/acts/harmless_val/resid_post", h5);
+  assert_contains(out, "16-bit little-endian floating-point");
+  assert_contains(out, "( 30, 1, 6, 576 )");
+  free(out);
+  out = h5dump("-a /step_0/acts/harmless_val/resid_post/hook_names", h5);
+  assert_contains(out, "\"blocks.0.hook_resid_post\"");
+  free(out);
+  /* Both sites round the same float32 values to float16, so the identity
+   * holds exactly, value for value. */
+  char *post = h5dump("-d /step_0/acts/harmless_val/resid_post -s 0,0,0,0 -c 29,1,6,576", h5);
+  char *pre = h5dump("-d /step_0/acts/harmless_val/resid_pre -s 1,0,0,0 -c 29,1,6,576", h5);
+  char *vp = dump_values(post), *vq = dump_values(pre);
+  assert_true(strlen(vp) > 29 * 6 * 576); /* at least one character per value */
+  assert_string_equal(vp, vq);
+  free(vp), free(vq), free(post), free(pre);
+  free(ht), free(lt), free(hv), free(lv), free(h5), free(dir);
+}
+
 /* ---------------------------------------------------------------- fixture */
 
 /* Parses the next "(a, b, ...)" group of h5dump's vlen output at *P (with
@@ -400,6 +457,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_perturb),
       cmocka_unit_test(test_series),
+      cmocka_unit_test(test_sites_float16),
       cmocka_unit_test(test_fixture),
       cmocka_unit_test(test_errors),
   };
