@@ -1,0 +1,132 @@
+/* cmd_geometry: `refgeo geometry --acts FILE.h5 (--model PATH | --run-dir DIR
+ * [--base PATH] | --manifest CSV [--base PATH]) --out DIR [--kl-max X]
+ * [--induce-min X] [--layer-frac F | --no-layer-cap] [--early F --late F]
+ * [--refusal-tokens ID,ID] [--layers A:B] [--max-val N] [--threads N]`
+ * computes refusal directions, their drift, AUROC and spectra, scores and
+ * selects the carriers of every checkpoint (geometry/pipeline.h) and writes
+ * DIR/geometry.csv, carriers.csv and migration.csv (docs/csv-formats.md).
+ * --layer-frac F keeps candidates with layer < floor(F * L) (RD: 0.8).
+ * --layers A:B restricts the scored candidates to layers A..B-1 (speed; the
+ * geometry rows still cover every layer). Progress goes to stderr. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/checkpoints.h"
+#include "cli.h"
+#include "commands.h"
+#include "geometry/pipeline.h"
+#include "util/error.h"
+
+enum { MAX_REFUSAL = 16 };
+
+/* --model PATH is a one-checkpoint series (step 0). */
+static rg_checkpoint_series *single_model(const char *path) {
+  rg_checkpoint_series *s = calloc(1, sizeof *s);
+  if (s) s->items = calloc(1, sizeof *s->items);
+  if (s && s->items) s->items[0].path = strdup(path);
+  if (!s || !s->items || !s->items[0].path) {
+    if (s) free(s->items);
+    free(s);
+    rg_error_set("--model: out of memory");
+    return NULL;
+  }
+  s->n = 1;
+  return s;
+}
+
+static int parse_refusal(const char *list, int32_t *ids, int *n) {
+  *n = 0;
+  const char *p = list;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ','))
+      return rg_error_set("--refusal-tokens: '%s' is not a comma-separated list of token ids", list);
+    if (*n == MAX_REFUSAL) return rg_error_set("--refusal-tokens: more than %d ids", MAX_REFUSAL);
+    ids[(*n)++] = (int32_t)v;
+    p = *end ? end + 1 : end;
+  }
+  return *n ? 0 : rg_error_set("--refusal-tokens: no ids");
+}
+
+static int parse_layers(const char *spec, int *lo, int *hi) {
+  char *end;
+  long a = strtol(spec, &end, 10);
+  if (end == spec || *end != ':') return rg_error_set("--layers: '%s' is not A:B", spec);
+  const char *q = end + 1;
+  long b = strtol(q, &end, 10);
+  if (end == q || *end || a < 0 || b <= a || b > 1 << 20) return rg_error_set("--layers: '%s' is not A:B with 0 <= A < B", spec);
+  *lo = (int)a;
+  *hi = (int)b;
+  return 0;
+}
+
+int cmd_geometry(int argc, char **argv) {
+  const char *acts = NULL, *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *out = NULL;
+  const char *refusal = NULL, *layers = NULL;
+  rg_geometry_opts o = rg_geometry_opts_default();
+  double layer_frac = 1.0 - o.rules.prune_frac;
+  bool no_cap = false;
+  o.log = stderr;
+  const cli_opt opts[] = {
+      {"acts", CLI_STRING, &acts, "activation file written by refgeo capture"},
+      {"model", CLI_STRING, &model, "one model (GGUF file or HF directory), step 0"},
+      {"run-dir", CLI_STRING, &run_dir, "fine-tuning run directory with checkpoint-<step> subdirectories"},
+      {"manifest", CLI_STRING, &manifest, "CSV with columns step,path"},
+      {"base", CLI_STRING, &base, "the step-0 model of a run directory or manifest"},
+      {"out", CLI_STRING, &out, "output directory for the three CSV tables"},
+      {"kl-max", CLI_FLOAT, &o.rules.kl_max, "admissible if KL <= X (0.1)"},
+      {"induce-min", CLI_FLOAT, &o.rules.induce_min, "admissible if induce >= X (0)"},
+      {"layer-frac", CLI_FLOAT, &layer_frac, "admissible if layer < floor(F * L) (0.8)"},
+      {"no-layer-cap", CLI_BOOL, &no_cap, "no layer cap"},
+      {"early", CLI_FLOAT, &o.depth.early_below, "label early if depth < F (0.3333)"},
+      {"late", CLI_FLOAT, &o.depth.late_from, "label late if depth >= F (0.6667)"},
+      {"refusal-tokens", CLI_STRING, &refusal, "refusal token ids (default: the token of \"I\")"},
+      {"layers", CLI_STRING, &layers, "score candidates of layers A..B-1 only (all)"},
+      {"max-val", CLI_INT, &o.max_val, "use the first N val prompts per class (all)"},
+      {"threads", CLI_INT, &o.threads, "CPU threads (all)"},
+  };
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                     "--acts FILE.h5 (--model PATH | --run-dir DIR | --manifest CSV) --out DIR [flags]", NULL, 0,
+                     &n_pos);
+  if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (!acts || !out) {
+    rg_error_set("geometry: --acts and --out are required");
+    return cli_fail();
+  }
+  if (!!model + !!run_dir + !!manifest != 1) {
+    rg_error_set("geometry: give exactly one of --model, --run-dir, --manifest");
+    return cli_fail();
+  }
+  if (model && base) {
+    rg_error_set("--base: only with --run-dir or --manifest");
+    return cli_fail();
+  }
+  if (!(layer_frac > 0 && layer_frac <= 1)) {
+    rg_error_set("--layer-frac: %g is not in (0, 1]", layer_frac);
+    return cli_fail();
+  }
+  if (!(o.depth.early_below >= 0 && o.depth.early_below <= o.depth.late_from && o.depth.late_from <= 1)) {
+    rg_error_set("--early/--late: need 0 <= early <= late <= 1 (got %g, %g)", o.depth.early_below, o.depth.late_from);
+    return cli_fail();
+  }
+  o.rules.prune_frac = 1.0 - layer_frac;
+  o.rules.layer_cap = !no_cap;
+  int32_t ids[MAX_REFUSAL];
+  if (refusal) {
+    if (parse_refusal(refusal, ids, &o.n_refusal) < 0) return cli_fail();
+    o.refusal_ids = ids;
+  }
+  if (layers && parse_layers(layers, &o.layer_lo, &o.layer_hi) < 0) return cli_fail();
+  rg_checkpoint_series *s = model      ? single_model(model)
+                            : run_dir ? rg_checkpoints_from_run_dir(run_dir, base)
+                                      : rg_checkpoints_from_manifest(manifest, base);
+  if (!s) return cli_fail();
+  rc = rg_geometry_run(acts, s, out, &o);
+  rg_checkpoints_free(s);
+  return rc < 0 ? cli_fail() : 0;
+}
