@@ -7,8 +7,9 @@
  * scores only the candidates of layers 4..5 (12 of 180) on the first 4 val
  * prompts per class (--layers 4:6 --max-val 4); the geometry rows still cover
  * all 30 layers x 6 positions. The induce threshold is lowered so that some
- * candidate is admissible (SmolLM2 hardly refuses: RD's induce >= 0 rejects
- * everything, which a second run checks as "none admissible").
+ * candidate is admissible (SmolLM2 hardly refuses: with RD's induce >= 0
+ * every candidate of layers 4..5 was rejected in a trial run); a second run
+ * with --induce-min 1000 checks the "none admissible" rows.
  *
  * Checks: the activation reader returns the same float32 bits as h5dump's
  * binary export (an independent HDF5 reader); the three tables have RD's

@@ -14,12 +14,12 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-/* Scores are log-odds of a probability near e^-4 computed from logits; the
- * forward fixtures agree with transformers to ~1e-4 in logits (different
- * float32 summation orders over 30 layers), and the log-odds inherit that
- * error almost one to one, so 1e-3 leaves a 10x margin while a wrong site,
- * layer, sign or eps (1e-8 vs 1e-6 moves KL by ~1e-3 per prompt only at
- * tiny p, but a missed ablation site moves every score by > 0.1) fails. */
+/* The reference runs transformers in float32 on the same dequantized
+ * weights; refgeo's float32 forward sums in a different order, which moves
+ * the logits by ~1e-5 (test_forward), and the log-odds / KL inherit errors of
+ * that size (measured: 1.1e-5 at most). 1e-3 is the acceptance bound of the
+ * brief and still 100x below what a wrong site, layer, sign or missing
+ * ablation site does to these scores (>= 0.1 on this direction). */
 #define SCORE_TOL 1e-3
 
 /* This cmocka has no assert_double_equal; |got - want| <= tol, NaN fails. */
@@ -104,7 +104,8 @@ static void test_scores_match_reference(void **state) {
   int32_t refusal = cJSON_GetArrayItem(cJSON_GetObjectItem(f->fx, "refusal_tokens"), 0)->valueint;
   rg_scorer *sc = rg_scorer_new(f->m, &harm, &harmless, &refusal, 1, 0);
   assert_non_null(sc);
-  cJSON *bh = cJSON_GetObjectItem(f->fx, "base_harmful_scores"), *bl = cJSON_GetObjectItem(f->fx, "base_harmless_scores");
+  cJSON *bh = cJSON_GetObjectItem(f->fx, "base_harmful_scores");
+  cJSON *bl = cJSON_GetObjectItem(f->fx, "base_harmless_scores");
   double ref_h = (cJSON_GetArrayItem(bh, 0)->valuedouble + cJSON_GetArrayItem(bh, 1)->valuedouble) / 2;
   double ref_l = (cJSON_GetArrayItem(bl, 0)->valuedouble + cJSON_GetArrayItem(bl, 1)->valuedouble) / 2;
   double bypass, induce, kl;

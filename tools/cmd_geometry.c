@@ -9,6 +9,7 @@
  * --layers A:B restricts the scored candidates to layers A..B-1 (speed; the
  * geometry rows still cover every layer). Progress goes to stderr. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,8 @@ static int parse_layers(const char *spec, int *lo, int *hi) {
   if (end == spec || *end != ':') return rg_error_set("--layers: '%s' is not A:B", spec);
   const char *q = end + 1;
   long b = strtol(q, &end, 10);
-  if (end == q || *end || a < 0 || b <= a || b > 1 << 20) return rg_error_set("--layers: '%s' is not A:B with 0 <= A < B", spec);
+  if (end == q || *end || a < 0 || b <= a || b > 1 << 20)
+    return rg_error_set("--layers: '%s' is not A:B with 0 <= A < B", spec);
   *lo = (int)a;
   *hi = (int)b;
   return 0;
@@ -68,7 +70,7 @@ int cmd_geometry(int argc, char **argv) {
   const char *acts = NULL, *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *out = NULL;
   const char *refusal = NULL, *layers = NULL;
   rg_geometry_opts o = rg_geometry_opts_default();
-  double layer_frac = 1.0 - o.rules.prune_frac;
+  double layer_frac = NAN; /* unset: keep RD's prune_frac 0.2 exactly */
   bool no_cap = false;
   o.log = stderr;
   const cli_opt opts[] = {
@@ -106,7 +108,7 @@ int cmd_geometry(int argc, char **argv) {
     rg_error_set("--base: only with --run-dir or --manifest");
     return cli_fail();
   }
-  if (!(layer_frac > 0 && layer_frac <= 1)) {
+  if (!isnan(layer_frac) && !(layer_frac > 0 && layer_frac <= 1)) {
     rg_error_set("--layer-frac: %g is not in (0, 1]", layer_frac);
     return cli_fail();
   }
@@ -114,7 +116,7 @@ int cmd_geometry(int argc, char **argv) {
     rg_error_set("--early/--late: need 0 <= early <= late <= 1 (got %g, %g)", o.depth.early_below, o.depth.late_from);
     return cli_fail();
   }
-  o.rules.prune_frac = 1.0 - layer_frac;
+  if (!isnan(layer_frac)) o.rules.prune_frac = 1.0 - layer_frac;
   o.rules.layer_cap = !no_cap;
   int32_t ids[MAX_REFUSAL];
   if (refusal) {

@@ -82,7 +82,8 @@ static int read_eoi(rg_acts_reader *r) {
     rc = rg_error_set("%s: bad eoi_token_ids attribute", r->path);
   } else {
     r->eoi = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->eoi);
-    if (!r->eoi || H5Aread(a, H5T_NATIVE_INT32, r->eoi) < 0) rc = rg_error_set("%s: cannot read eoi_token_ids", r->path);
+    if (!r->eoi || H5Aread(a, H5T_NATIVE_INT32, r->eoi) < 0)
+      rc = rg_error_set("%s: cannot read eoi_token_ids", r->path);
     r->info.n_eoi = (int)n;
   }
   if (space >= 0) H5Sclose(space);
