@@ -1,0 +1,305 @@
+/* test_asr: `refgeo asr` end to end on the base SmolLM2 ($REFGEO_MODEL) over
+ * the 41 standard HarmBench val behaviors, DirectRequest, 64 new tokens.
+ *
+ * What is checked against what (nothing here is a number refgeo produced
+ * earlier and was pasted in):
+ *  - asr.csv / asr_by_category.csv read back with the generic CSV reader;
+ *    n is the count of standard rows of the behaviors CSV (read here with
+ *    rg_csv_read, not the behaviors loader); asr == successes / n; the Wilson
+ *    95% bounds recomputed below from Wilson's formula with z from scipy.
+ *  - completions_step0.json parsed with cJSON: one entry per standard
+ *    behavior whose test_case is the Behavior column as written (DirectRequest
+ *    for behaviors without context).
+ *  - the refusal-substring success count recounted from those generations
+ *    with the list loaded straight from refusal_substrings.json.
+ *  - the same completions judged through the classifier path with SmolLM2
+ *    as a stand-in judge (not generated again: the command resumes), the
+ *    judge rows next to the substring rows.
+ *  - a fixed-source test-case file, and bad inputs (one-line error, exit 1).
+ * The tests share one output directory and run in order. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harmbench/refusal_match.h"
+#include "testlib.h"
+#include "util/csv_table.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+/* scipy.stats.norm.ppf(0.975) */
+static const double Z = 1.959963984540054;
+
+static char *shared_path(const char *name) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s/harmbench/%s", t_env("REFGEO_SHARED"), name);
+  return strdup(buf);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs `refgeo asr` on the model with the val behaviors into OUT. */
+static int run_asr(const char *out_dir, const char *extra, char **out, char **err) {
+  char *behaviors = shared_path("harmbench_behaviors_text_val.csv");
+  char *substrings = shared_path("refusal_substrings.json");
+  char *prompts = shared_path("classifier_prompts.json");
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd,
+           "asr --model '%s' --behaviors '%s' --refusal-substrings '%s' --classifier-prompts '%s' --out '%s' "
+           "--threads 2 %s",
+           t_env("REFGEO_MODEL"), behaviors, substrings, prompts, out_dir, extra);
+  free(behaviors), free(substrings), free(prompts);
+  return t_run_cli(cmd, out, err);
+}
+
+/* Wilson (1927) score interval, written out independently of asr_stats.c. */
+static void wilson(long k, long n, double *lo, double *hi) {
+  double p = (double)k / (double)n, z2 = Z * Z, nn = (double)n;
+  double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+  double half = Z / (1 + z2 / nn) * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+  *lo = fmax(0, centre - half);
+  *hi = fmin(1, centre + half);
+}
+
+/* Checks one asr.csv-style row's derived columns from its n and successes
+ * (columns start at COL_N: n, successes, asr, lo, hi) and returns successes. */
+static long check_rate(char **row, int col_n, long want_n) {
+  long n = strtol(row[col_n], NULL, 10), k = strtol(row[col_n + 1], NULL, 10);
+  if (want_n >= 0) assert_int_equal(n, want_n);
+  assert_true(k >= 0 && k <= n);
+  double lo, hi;
+  wilson(k, n, &lo, &hi);
+  /* Written with %.17g, so the only difference is the order of floating
+   * point operations between two implementations of the same formula:
+   * a few ulps of numbers in [0, 1]. */
+  assert_true(fabs(strtod(row[col_n + 2], NULL) - (double)k / (double)n) < 1e-15);
+  assert_true(fabs(strtod(row[col_n + 3], NULL) - lo) < 1e-12);
+  assert_true(fabs(strtod(row[col_n + 4], NULL) - hi) < 1e-12);
+  return k;
+}
+
+/* The asr.csv row for (step 0, DirectRequest, CLASSIFIER), checked; returns
+ * its successes, or -1 when absent. */
+static long overall_row(const char *dir, const char *classifier, long want_n) {
+  char *path = rg_path_join(dir, "asr.csv");
+  rg_csv *t = rg_csv_read(path);
+  if (!t) fail_msg("%s", rg_error_get());
+  const char *cols[] = {"step", "attack", "classifier", "n", "successes", "asr", "wilson95_lo", "wilson95_hi"};
+  assert_int_equal(t->n_cols, 8);
+  for (int c = 0; c < 8; c++) assert_string_equal(t->header[c], cols[c]);
+  long k = -1;
+  for (size_t r = 0; r < t->n_rows; r++)
+    if (strcmp(t->rows[r][0], "0") == 0 && strcmp(t->rows[r][1], "DirectRequest") == 0 &&
+        strcmp(t->rows[r][2], classifier) == 0) {
+      assert_int_equal(k, -1); /* one row per key */
+      k = check_rate(t->rows[r], 3, want_n);
+    }
+  rg_csv_free(t);
+  free(path);
+  return k;
+}
+
+/* The standard behaviors of the val CSV: BehaviorID -> Behavior. */
+static rg_csv *standard_behaviors(int *col_id, int *col_behavior, int *col_func, long *n_standard) {
+  char *path = shared_path("harmbench_behaviors_text_val.csv");
+  rg_csv *t = rg_csv_read(path);
+  if (!t) fail_msg("%s", rg_error_get());
+  *col_id = rg_csv_col(t, "BehaviorID");
+  *col_behavior = rg_csv_col(t, "Behavior");
+  *col_func = rg_csv_col(t, "FunctionalCategory");
+  assert_true(*col_id >= 0 && *col_behavior >= 0 && *col_func >= 0);
+  *n_standard = 0;
+  for (size_t r = 0; r < t->n_rows; r++) *n_standard += strcmp(t->rows[r][*col_func], "standard") == 0;
+  free(path);
+  return t;
+}
+
+static char *out_dir(void) { return t_tmp_path("asr_direct"); }
+
+static void test_direct_request_substring(void **state) {
+  (void)state;
+  char *dir = out_dir();
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  char *out, *err;
+  double t0 = now_s();
+  int rc = run_asr(dir, "--functional-category standard --max-new-tokens 64 --batch 16", &out, &err);
+  double dt = now_s() - t0;
+  if (rc != 0) fail_msg("refgeo asr failed: %s", err);
+  print_message("generation: 41 completions x <= 64 tokens in %.1f s\n", dt);
+  assert_non_null(strstr(out, "copyright behaviors excluded"));
+
+  int ci, cb, cf;
+  long n_std;
+  rg_csv *beh = standard_behaviors(&ci, &cb, &cf, &n_std);
+  assert_int_equal(n_std, 41); /* the brief's count for harmbench_behaviors_text_val.csv */
+
+  /* Completions: one DirectRequest entry per standard behavior. */
+  char *cpath = rg_path_join(dir, "completions_step0.json");
+  char *text = rg_read_file(cpath, NULL);
+  assert_non_null(text);
+  cJSON *root = cJSON_Parse(text);
+  assert_non_null(root);
+  assert_int_equal(cJSON_GetArraySize(root), 41);
+  char *subs_path = shared_path("refusal_substrings.json");
+  rg_refusal_list *list = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, subs_path);
+  assert_non_null(list);
+  long not_refused = 0;
+  for (size_t r = 0; r < beh->n_rows; r++) {
+    if (strcmp(beh->rows[r][cf], "standard") != 0) continue;
+    cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, beh->rows[r][ci]);
+    assert_true(cJSON_IsArray(entries));
+    assert_int_equal(cJSON_GetArraySize(entries), 1);
+    cJSON *e = cJSON_GetArrayItem(entries, 0);
+    cJSON *tc = cJSON_GetObjectItemCaseSensitive(e, "test_case"), *gen = cJSON_GetObjectItemCaseSensitive(e, "generation");
+    assert_true(cJSON_IsString(tc) && cJSON_IsString(gen));
+    assert_string_equal(tc->valuestring, beh->rows[r][cb]);
+    not_refused += !rg_refusal_matches(list, gen->valuestring);
+  }
+  long k = overall_row(dir, "refusal-harmbench", 41);
+  assert_int_equal(k, not_refused);
+  print_message("substring (refusal-harmbench) ASR: %ld/41\n", k);
+
+  /* By category: the functional row is the overall one; semantic rows partition it. */
+  char *bpath = rg_path_join(dir, "asr_by_category.csv");
+  rg_csv *bc = rg_csv_read(bpath);
+  if (!bc) fail_msg("%s", rg_error_get());
+  assert_int_equal(bc->n_cols, 10);
+  long sem_n = 0, sem_k = 0, func_rows = 0;
+  for (size_t r = 0; r < bc->n_rows; r++) {
+    char **row = bc->rows[r];
+    if (strcmp(row[2], "refusal-harmbench") != 0) continue;
+    long kk = check_rate(row, 5, -1);
+    if (strcmp(row[3], "FunctionalCategory") == 0) {
+      func_rows++;
+      assert_string_equal(row[4], "standard");
+      assert_int_equal(kk, k);
+    } else {
+      assert_string_equal(row[3], "SemanticCategory");
+      sem_n += strtol(row[5], NULL, 10);
+      sem_k += kk;
+    }
+  }
+  assert_int_equal(func_rows, 1);
+  assert_int_equal(sem_n, 41);
+  assert_int_equal(sem_k, k);
+
+  rg_csv_free(bc);
+  rg_refusal_list_free(list);
+  cJSON_Delete(root);
+  rg_csv_free(beh);
+  free(bpath), free(subs_path), free(text), free(cpath), free(out), free(err), free(dir);
+}
+
+static void test_judge_on_same_completions(void **state) {
+  (void)state;
+  char *dir = out_dir();
+  char *cpath = rg_path_join(dir, "completions_step0.json");
+  char *before = rg_read_file(cpath, NULL);
+  assert_non_null(before);
+  char extra[2048], *out, *err;
+  snprintf(extra, sizeof extra, "--functional-category standard --max-new-tokens 64 --batch 16 --classifier judge "
+           "--judge '%s'", t_env("REFGEO_MODEL"));
+  double t0 = now_s();
+  int rc = run_asr(dir, extra, &out, &err);
+  double dt = now_s() - t0;
+  if (rc != 0) fail_msg("refgeo asr --classifier judge failed: %s", err);
+  print_message("stand-in judge over 41 completions: %.1f s\n", dt);
+  assert_non_null(strstr(out, "[completions resumed]"));
+  char *after = rg_read_file(cpath, NULL);
+  assert_string_equal(before, after); /* judged, not regenerated */
+  long kj = overall_row(dir, "judge", 41);
+  assert_true(kj >= 0);
+  assert_true(overall_row(dir, "refusal-harmbench", 41) >= 0); /* the earlier rows are kept */
+  print_message("stand-in judge ASR: %ld/41\n", kj);
+  free(before), free(after), free(cpath), free(out), free(err), free(dir);
+}
+
+static void test_fixed_source(void **state) {
+  (void)state;
+  /* Two cases for one behavior, one for another; a contextual behavior
+   * would need its context, so both are standard ones. */
+  static const char cases[] = "{\"safrole_oil_extraction_guide\": [\"Say hi.\", \"Say bye.\"],"
+                              " \"women_inferiority_argument\": [\"Count to three.\"]}";
+  char *tc = t_write_tmp("asr_cases.json", cases, strlen(cases));
+  char *dir = t_tmp_path("asr_fixed");
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  char extra[1024], *out, *err;
+  snprintf(extra, sizeof extra, "--test-cases '%s' --attack-name GCG --max-new-tokens 4 --classifier refusal-rd "
+           "--json", tc);
+  int rc = run_asr(dir, extra, &out, &err);
+  if (rc != 0) fail_msg("refgeo asr --test-cases failed: %s", err);
+  cJSON *summary = cJSON_Parse(out);
+  assert_non_null(summary);
+  assert_int_equal(cJSON_GetObjectItem(summary, "n_test_cases")->valueint, 3);
+  cJSON_Delete(summary);
+  char *cpath = rg_path_join(dir, "completions_step0.json"), *text = rg_read_file(cpath, NULL);
+  cJSON *root = cJSON_Parse(text);
+  assert_non_null(root);
+  cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "safrole_oil_extraction_guide");
+  assert_int_equal(cJSON_GetArraySize(e), 2);
+  assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(e, 1), "test_case")->valuestring, "Say bye.");
+  cJSON_Delete(root);
+  char *apath = rg_path_join(dir, "asr.csv");
+  rg_csv *t = rg_csv_read(apath);
+  assert_non_null(t);
+  assert_int_equal(t->n_rows, 1);
+  assert_string_equal(t->rows[0][1], "GCG");
+  assert_string_equal(t->rows[0][2], "refusal-rd");
+  check_rate(t->rows[0], 3, 3);
+  rg_csv_free(t);
+  free(apath), free(text), free(cpath), free(out), free(err), free(dir), free(tc);
+}
+
+/* exit 1 and exactly one line "refgeo: ...NEEDLE..." on stderr. */
+static void expect_error(const char *extra, const char *needle) {
+  char *dir = t_tmp_path("asr_bad"), *out, *err;
+  int rc = run_asr(dir, extra, &out, &err);
+  assert_int_equal(rc, 1);
+  assert_true(strncmp(err, "refgeo: ", 8) == 0);
+  assert_non_null(strchr(err, '\n'));
+  assert_true(strchr(err, '\n')[1] == '\0');
+  if (!strstr(err, needle)) fail_msg("expected '%s' in: %s", needle, err);
+  free(out), free(err), free(dir);
+}
+
+static void test_bad_inputs(void **state) {
+  (void)state;
+  /* run_asr passes the val CSV; a later --behaviors overrides it. */
+  expect_error("--behaviors /nonexistent/behaviors.csv", "/nonexistent/behaviors.csv");
+  static const char broken[] = "{\"safrole_oil_extraction_guide\": [\"unterminated";
+  char *tc = t_write_tmp("asr_broken.json", broken, strlen(broken));
+  char extra[1024];
+  snprintf(extra, sizeof extra, "--test-cases '%s'", tc);
+  expect_error(extra, tc);
+  static const char unknown_id[] = "{\"no_such_behavior\": [\"x\"]}";
+  char *tc2 = t_write_tmp("asr_unknown_id.json", unknown_id, strlen(unknown_id));
+  snprintf(extra, sizeof extra, "--test-cases '%s'", tc2);
+  expect_error(extra, "no_such_behavior");
+  expect_error("--classifier gpt4", "--classifier: unknown classifier 'gpt4'");
+  expect_error("--classifier judge", "--judge: missing");
+  expect_error("--refusal-substrings /nonexistent/subs.json", "--refusal-substrings: /nonexistent/subs.json");
+  expect_error("--functional-category copyright", "--functional-category");
+  expect_error("--attack GCG", "--attack: unknown attack 'GCG'");
+  free(tc), free(tc2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_fixed_source),
+      cmocka_unit_test(test_direct_request_substring),
+      cmocka_unit_test(test_judge_on_same_completions),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
