@@ -123,6 +123,13 @@ static rg_csv *standard_behaviors(int *col_id, int *col_behavior, int *col_func,
 
 static char *out_dir(void) { return t_tmp_path("asr_direct"); }
 
+/* Behaviors scored: all 41 standard val behaviors (the acceptance run, in
+ * the Release suite). Under ASan+UBSan (REFGEO_SANITIZED set by
+ * tests/CMakeLists.txt) the model runs ~5x slower, so that suite checks the
+ * same code paths on the first 6 only (--limit). */
+static int g_n = 41;
+static char g_limit[32] = "";
+
 static void test_direct_request_substring(void **state) {
   (void)state;
   char *dir = out_dir();
@@ -131,10 +138,12 @@ static void test_direct_request_substring(void **state) {
   assert_int_equal(system(cmd), 0);
   char *out, *err;
   double t0 = now_s();
-  int rc = run_asr(dir, "--functional-category standard --max-new-tokens 64 --batch 16", &out, &err);
+  char extra[128];
+  snprintf(extra, sizeof extra, "--functional-category standard --max-new-tokens 64 --batch 16%s", g_limit);
+  int rc = run_asr(dir, extra, &out, &err);
   double dt = now_s() - t0;
   if (rc != 0) fail_msg("refgeo asr failed: %s", err);
-  print_message("generation: 41 completions x <= 64 tokens in %.1f s\n", dt);
+  print_message("generation: %d completions x <= 64 tokens in %.1f s\n", g_n, dt);
   assert_non_null(strstr(out, "copyright behaviors excluded"));
 
   int ci, cb, cf;
@@ -148,13 +157,15 @@ static void test_direct_request_substring(void **state) {
   assert_non_null(text);
   cJSON *root = cJSON_Parse(text);
   assert_non_null(root);
-  assert_int_equal(cJSON_GetArraySize(root), 41);
+  assert_int_equal(cJSON_GetArraySize(root), g_n);
   char *subs_path = shared_path("refusal_substrings.json");
   rg_refusal_list *list = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, subs_path);
   assert_non_null(list);
   long not_refused = 0;
-  for (size_t r = 0; r < beh->n_rows; r++) {
+  int seen = 0;
+  for (size_t r = 0; r < beh->n_rows && seen < g_n; r++) {
     if (strcmp(beh->rows[r][cf], "standard") != 0) continue;
+    seen++;
     cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, beh->rows[r][ci]);
     assert_true(cJSON_IsArray(entries));
     assert_int_equal(cJSON_GetArraySize(entries), 1);
@@ -164,9 +175,9 @@ static void test_direct_request_substring(void **state) {
     assert_string_equal(tc->valuestring, beh->rows[r][cb]);
     not_refused += !rg_refusal_matches(list, gen->valuestring);
   }
-  long k = overall_row(dir, "refusal-harmbench", 41);
+  long k = overall_row(dir, "refusal-harmbench", g_n);
   assert_int_equal(k, not_refused);
-  print_message("substring (refusal-harmbench) ASR: %ld/41\n", k);
+  print_message("substring (refusal-harmbench) ASR: %ld/%d\n", k, g_n);
 
   /* By category: the functional row is the overall one; semantic rows partition it. */
   char *bpath = rg_path_join(dir, "asr_by_category.csv");
@@ -189,7 +200,7 @@ static void test_direct_request_substring(void **state) {
     }
   }
   assert_int_equal(func_rows, 1);
-  assert_int_equal(sem_n, 41);
+  assert_int_equal(sem_n, g_n);
   assert_int_equal(sem_k, k);
 
   rg_csv_free(bc);
@@ -207,19 +218,19 @@ static void test_judge_on_same_completions(void **state) {
   assert_non_null(before);
   char extra[2048], *out, *err;
   snprintf(extra, sizeof extra, "--functional-category standard --max-new-tokens 64 --batch 16 --classifier judge "
-           "--judge '%s'", t_env("REFGEO_MODEL"));
+           "--judge '%s'%s", t_env("REFGEO_MODEL"), g_limit);
   double t0 = now_s();
   int rc = run_asr(dir, extra, &out, &err);
   double dt = now_s() - t0;
   if (rc != 0) fail_msg("refgeo asr --classifier judge failed: %s", err);
-  print_message("stand-in judge over 41 completions: %.1f s\n", dt);
+  print_message("stand-in judge over %d completions: %.1f s\n", g_n, dt);
   assert_non_null(strstr(out, "[completions resumed]"));
   char *after = rg_read_file(cpath, NULL);
   assert_string_equal(before, after); /* judged, not regenerated */
-  long kj = overall_row(dir, "judge", 41);
+  long kj = overall_row(dir, "judge", g_n);
   assert_true(kj >= 0);
-  assert_true(overall_row(dir, "refusal-harmbench", 41) >= 0); /* the earlier rows are kept */
-  print_message("stand-in judge ASR: %ld/41\n", kj);
+  assert_true(overall_row(dir, "refusal-harmbench", g_n) >= 0); /* the earlier rows are kept */
+  print_message("stand-in judge ASR: %ld/%d\n", kj, g_n);
   free(before), free(after), free(cpath), free(out), free(err), free(dir);
 }
 
@@ -295,6 +306,10 @@ static void test_bad_inputs(void **state) {
 }
 
 int main(void) {
+  if (getenv("REFGEO_SANITIZED")) {
+    g_n = 6;
+    snprintf(g_limit, sizeof g_limit, " --limit %d", g_n);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_inputs),
       cmocka_unit_test(test_fixed_source),
