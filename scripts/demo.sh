@@ -19,7 +19,7 @@ OUT="${OUT:-out/demo}"
 SHARED="${REFGEO_SHARED:-../shared/data}"
 mkdir -p "$OUT"
 RG=build/refgeo
-if [ "${DEMO_SMALL:-1}" = 1 ]; then SUBSET=(--n-train 32 --n-val 16); VAL=(--max-val 16); else SUBSET=(); VAL=(); fi
+if [ "${DEMO_SMALL:-1}" = 1 ]; then SUBSET=(--n-train 32 --n-val 16); VAL=(--max-val 8); else SUBSET=(); VAL=(); fi
 
 echo "== the model"
 $RG info "$MODEL"
