@@ -66,34 +66,6 @@ typedef struct {
   bool json;
 } asr_job;
 
-static rg_checkpoint_series *single_model(const char *path) {
-  rg_checkpoint_series *s = calloc(1, sizeof *s);
-  if (s) s->items = calloc(1, sizeof *s->items);
-  if (s && s->items) s->items[0].path = strdup(path);
-  if (!s || !s->items || !s->items[0].path) {
-    if (s) free(s->items);
-    free(s);
-    rg_error_set("--model: out of memory");
-    return NULL;
-  }
-  s->n = 1;
-  return s;
-}
-
-static rg_checkpoint_series *open_series(const char *model, const char *run_dir, const char *manifest,
-                                         const char *base) {
-  if (!!model + !!run_dir + !!manifest != 1) {
-    rg_error_set("asr: give exactly one of --model, --run-dir, --manifest");
-    return NULL;
-  }
-  if (model && base) {
-    rg_error_set("--base: only with --run-dir or --manifest");
-    return NULL;
-  }
-  if (model) return single_model(model);
-  return run_dir ? rg_checkpoints_from_run_dir(run_dir, base) : rg_checkpoints_from_manifest(manifest, base);
-}
-
 /* The classifiers named by --classifier, refusal lists loaded. */
 static int load_classifiers(const cli_list *names, const char *substrings, classifier *out, int *n_out) {
   static const char *const DEFAULT[] = {"refusal-harmbench"};
@@ -280,7 +252,7 @@ int cmd_asr(int argc, char **argv) {
   else if (batch < 1) rc = rg_error_set("--batch: %d is not positive", batch);
   else if (limit < 0) rc = rg_error_set("--limit: %d is negative", limit);
   if (rc < 0 || rg_asr_category_from_name(category_name, &cat) < 0) goto end;
-  if (!(series = open_series(model, run_dir, manifest, base))) goto end;
+  if (!(series = rg_checkpoints_from_flags("asr", model, run_dir, manifest, base))) goto end;
   if (!(behaviors = rg_behaviors_read(behaviors_path))) goto end;
   if (test_cases_path && rg_test_cases_read(test_cases_path, &fixed) < 0) goto end;
   if (rg_asr_select_cases(behaviors, test_cases_path ? &fixed : NULL, test_cases_path, cat, limit, &cases,

@@ -20,36 +20,6 @@ static const char *const SPLIT_NAMES[N_SPLITS] = {"harmful_train", "harmless_tra
 static const char *const SPLIT_FLAGS[N_SPLITS] = {"--harmful-train", "--harmless-train", "--harmful-val",
                                                   "--harmless-val"};
 
-/* --model PATH is a one-checkpoint series (step 0). */
-static rg_checkpoint_series *single_model(const char *path) {
-  rg_checkpoint_series *s = calloc(1, sizeof *s);
-  if (s) s->items = calloc(1, sizeof *s->items);
-  if (s && s->items) s->items[0].path = strdup(path);
-  if (!s || !s->items || !s->items[0].path) {
-    if (s) free(s->items);
-    free(s);
-    rg_error_set("--model: out of memory");
-    return NULL;
-  }
-  s->n = 1;
-  return s;
-}
-
-static rg_checkpoint_series *open_series(const char *model, const char *run_dir, const char *manifest,
-                                         const char *base) {
-  int given = !!model + !!run_dir + !!manifest;
-  if (given != 1) {
-    rg_error_set("capture: give exactly one of --model, --run-dir, --manifest");
-    return NULL;
-  }
-  if (model && base) {
-    rg_error_set("--base: only with --run-dir or --manifest");
-    return NULL;
-  }
-  if (model) return single_model(model);
-  return run_dir ? rg_checkpoints_from_run_dir(run_dir, base) : rg_checkpoints_from_manifest(manifest, base);
-}
-
 int cmd_capture(int argc, char **argv) {
   const char *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *out = NULL;
   const char *files[N_SPLITS] = {0}, *sites_flag = "resid_pre";
@@ -91,7 +61,7 @@ int cmd_capture(int argc, char **argv) {
   int status = 1;
   rg_prompt_set *sets[N_SPLITS] = {0};
   rg_capture_split splits[N_SPLITS];
-  rg_checkpoint_series *series = open_series(model, run_dir, manifest, base);
+  rg_checkpoint_series *series = rg_checkpoints_from_flags("capture", model, run_dir, manifest, base);
   if (!series) goto end;
   for (int i = 0; i < N_SPLITS; i++) {
     char def[128];

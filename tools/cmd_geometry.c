@@ -22,21 +22,6 @@
 
 enum { MAX_REFUSAL = 16 };
 
-/* --model PATH is a one-checkpoint series (step 0). */
-static rg_checkpoint_series *single_model(const char *path) {
-  rg_checkpoint_series *s = calloc(1, sizeof *s);
-  if (s) s->items = calloc(1, sizeof *s->items);
-  if (s && s->items) s->items[0].path = strdup(path);
-  if (!s || !s->items || !s->items[0].path) {
-    if (s) free(s->items);
-    free(s);
-    rg_error_set("--model: out of memory");
-    return NULL;
-  }
-  s->n = 1;
-  return s;
-}
-
 static int parse_refusal(const char *list, int32_t *ids, int *n) {
   *n = 0;
   const char *p = list;
@@ -100,14 +85,6 @@ int cmd_geometry(int argc, char **argv) {
     rg_error_set("geometry: --acts and --out are required");
     return cli_fail();
   }
-  if (!!model + !!run_dir + !!manifest != 1) {
-    rg_error_set("geometry: give exactly one of --model, --run-dir, --manifest");
-    return cli_fail();
-  }
-  if (model && base) {
-    rg_error_set("--base: only with --run-dir or --manifest");
-    return cli_fail();
-  }
   if (!isnan(layer_frac) && !(layer_frac > 0 && layer_frac <= 1)) {
     rg_error_set("--layer-frac: %g is not in (0, 1]", layer_frac);
     return cli_fail();
@@ -124,9 +101,7 @@ int cmd_geometry(int argc, char **argv) {
     o.refusal_ids = ids;
   }
   if (layers && parse_layers(layers, &o.layer_lo, &o.layer_hi) < 0) return cli_fail();
-  rg_checkpoint_series *s = model      ? single_model(model)
-                            : run_dir ? rg_checkpoints_from_run_dir(run_dir, base)
-                                      : rg_checkpoints_from_manifest(manifest, base);
+  rg_checkpoint_series *s = rg_checkpoints_from_flags("geometry", model, run_dir, manifest, base);
   if (!s) return cli_fail();
   rc = rg_geometry_run(acts, s, out, &o);
   rg_checkpoints_free(s);

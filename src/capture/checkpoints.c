@@ -208,3 +208,31 @@ void rg_checkpoints_free(rg_checkpoint_series *s) {
   free(s->items);
   free(s);
 }
+
+static rg_checkpoint_series *single_model(const char *path) {
+  rg_checkpoint_series *s = calloc(1, sizeof *s);
+  if (s) s->items = calloc(1, sizeof *s->items);
+  if (s && s->items) s->items[0].path = strdup(path);
+  if (!s || !s->items || !s->items[0].path) {
+    if (s) free(s->items);
+    free(s);
+    rg_error_set("--model: out of memory");
+    return NULL;
+  }
+  s->n = 1;
+  return s;
+}
+
+rg_checkpoint_series *rg_checkpoints_from_flags(const char *cmd, const char *model, const char *run_dir,
+                                                const char *manifest, const char *base) {
+  if (!!model + !!run_dir + !!manifest != 1) {
+    rg_error_set("%s: give exactly one of --model, --run-dir, --manifest", cmd);
+    return NULL;
+  }
+  if (model && base) {
+    rg_error_set("--base: only with --run-dir or --manifest");
+    return NULL;
+  }
+  if (model) return single_model(model);
+  return run_dir ? rg_checkpoints_from_run_dir(run_dir, base) : rg_checkpoints_from_manifest(manifest, base);
+}

@@ -35,6 +35,11 @@ typedef struct {
 rg_checkpoint_series *rg_checkpoints_open(const char *path, const char *base);
 rg_checkpoint_series *rg_checkpoints_from_run_dir(const char *dir, const char *base);
 rg_checkpoint_series *rg_checkpoints_from_manifest(const char *csv_path, const char *base);
+/* The series named by the CLI's flags: exactly one of MODEL (a one-checkpoint
+ * series, step 0), RUN_DIR or MANIFEST; BASE only with the latter two.
+ * CMD names the subcommand in the error message. */
+rg_checkpoint_series *rg_checkpoints_from_flags(const char *cmd, const char *model, const char *run_dir,
+                                                const char *manifest, const char *base);
 void rg_checkpoints_free(rg_checkpoint_series *s);
 
 #endif
