@@ -19,6 +19,7 @@
 # Bench only, not CI: the synthetic model takes minutes to write and ~15 GB
 # of disk.
 set -eu
+. "$(dirname "$0")/timed.sh"
 BUILD=${BUILD:-build}
 REFGEO_HOME=${REFGEO_HOME:-$HOME/.cache/refgeo}
 NAME=${SCALE_NAME:-mistral-7b-shape}
@@ -61,14 +62,6 @@ fi
 
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
-/usr/bin/time -v "$BUILD/bench_forward" --model "$DIR" --batch 4 --tokens 64 --capture-resid-pre --tiled \
-  --threads "$THREADS" --repeats 1 2>"$LOG" || { cat "$LOG" >&2; exit 1; }
-
-rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$LOG")
-wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): *//p' "$LOG")
-rss_gib=$(awk -v k="$rss_kb" 'BEGIN { printf "%.2f", k / 1048576 }')
-echo "scale_7b: $NAME peak RSS $rss_gib GiB, wall $wall (4 x 64 tokens, resid_pre at every layer, $THREADS threads)"
-if awk -v k="$rss_kb" -v l="$LIMIT_GIB" 'BEGIN { exit !(k / 1048576 > l) }'; then
-  echo "scale_7b: FAIL: peak RSS $rss_gib GiB exceeds $LIMIT_GIB GiB" >&2
-  exit 1
-fi
+timed_run "$LOG" "$BUILD/bench_forward" --model "$DIR" --batch 4 --tokens 64 --capture-resid-pre --tiled \
+  --threads "$THREADS" --repeats 1
+timed_report "scale_7b: $NAME (4 x 64 tokens, resid_pre at every layer, $THREADS threads)" "$LOG" "$LIMIT_GIB"
