@@ -5,8 +5,9 @@
 #   writes) -> activation capture (HDF5) -> refusal geometry (three CSVs)
 #   -> HarmBench DirectRequest ASR per checkpoint -> verdict against
 #   Lan et al. 2026's published R2D2 curve.
-# Outputs go to ./out/demo (override with OUT=...). Takes a few minutes on
-# 2 cores; DEMO_SMALL=0 uses the full default prompt sets.
+# Outputs go to ./out/demo (override with OUT=...). Takes about 17 minutes
+# on 2 cores once built (most of it is scoring 180 carrier candidates per
+# checkpoint); DEMO_SMALL=0 uses the full default prompt sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,10 @@ $RG capture --manifest "$OUT/manifest.csv" --out "$OUT/acts.h5" "${SUBSET[@]}"
 echo "== geometry: directions, spectra, carrier scores, migration"
 $RG geometry --acts "$OUT/acts.h5" --manifest "$OUT/manifest.csv" --out "$OUT/geometry" "${VAL[@]}"
 cat "$OUT/geometry/migration.csv"
+# A 135M model barely refuses, so RD's induce >= 0 rule may leave nothing
+# admissible; these are the candidates that failed only that rule.
+echo "== lowest-bypass candidates rejected only by the induce rule (step,pos,layer,bypass,induce,kl)"
+awk -F, '$8 == "induce"' "$OUT/geometry/carriers.csv" | sort -t, -k4,4g | head -n 5 | cut -d, -f1-6
 
 BEHAVIORS="$SHARED/harmbench/harmbench_behaviors_text_val.csv"
 if [ -f "$BEHAVIORS" ]; then
@@ -43,7 +48,11 @@ if [ -f "$BEHAVIORS" ]; then
     --max-new-tokens 64 --refusal-substrings "$SHARED/harmbench/refusal_substrings.json" --out "$OUT/asr"
   cat "$OUT/asr/asr.csv"
   echo "== does this series reproduce Lan et al. 2026's R2D2 curve? (it is not R2D2-trained, so it should not)"
-  $RG repro --published data/published/lan2026_r2d2.csv --measured "$OUT/asr/asr.csv" || true
+  # The published curve is fixed-source ASR at steps 50-500; the demo has
+  # DirectRequest at steps 0 and 100, so only step 100 is compared, and the
+  # output says that the protocols differ. Exit 1 (not reproduced) is expected.
+  $RG repro --published data/published/lan2026_r2d2.csv --measured "$OUT/asr/asr.csv" --method R2D2 \
+    --attack fixed_source --measured-attack DirectRequest --common-steps || [ $? = 1 ]
 else
   echo "(skipping ASR: $BEHAVIORS not found; set REFGEO_SHARED to the shared data directory)"
 fi

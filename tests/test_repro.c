@@ -116,6 +116,41 @@ static void expect_cannot_compare(const char *published, const char *measured, c
   free(out), free(err);
 }
 
+/* A DirectRequest curve of steps 50 and 100 only, compared with the
+ * published fixed-source points: 0/40 has Wilson 95% [0, 0.088], which holds
+ * the published 0.000 at both steps, so the loosened comparison reproduces;
+ * the notes say which rules were loosened. */
+static void test_other_attack_on_common_steps(void **state) {
+  char *pub = published_path("lan2026_r2d2.csv");
+  const long steps[] = {50, 100}, n[] = {40, 40}, succ[] = {0, 0};
+  char *meas = write_measured("repro_direct.csv", "DirectRequest", steps, n, succ, 2);
+  const char *loose = "--attack fixed_source --measured-attack DirectRequest --common-steps --method R2D2";
+  char *out, *err;
+  assert_int_equal(run(pub, meas, loose, &out, &err), 0);
+  assert_non_null(strstr(out, "note: measured attack DirectRequest compared with published attack fixed_source"));
+  assert_non_null(strstr(out, "note: 2 published steps have no measured row and are skipped"));
+  assert_non_null(strstr(out, "verdict: reproduced (2/2"));
+  free(out), free(err);
+
+  char json_flags[256];
+  snprintf(json_flags, sizeof json_flags, "%s --json", loose);
+  assert_int_equal(run(pub, meas, json_flags, &out, &err), 0);
+  cJSON *j = cJSON_Parse(out);
+  assert_non_null(j);
+  assert_true(cJSON_IsFalse(cJSON_GetObjectItem(j, "same_protocol")));
+  assert_int_equal(cJSON_GetObjectItem(j, "skipped_published_steps")->valueint, 2);
+  cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "points"), 0);
+  assert_string_equal(cJSON_GetObjectItem(p0, "measured_attack")->valuestring, "DirectRequest");
+  cJSON_Delete(j);
+  free(out), free(err);
+
+  expect_cannot_compare(pub, meas, "--attack fixed_source --measured-attack DirectRequest",
+                        "missing step: published step 250 of attack fixed_source");
+  expect_cannot_compare(pub, meas, "--measured-attack DirectRequest", "--measured-attack needs --attack");
+  expect_cannot_compare(pub, meas, "--attack fixed_source --measured-attack GCG", "unknown attack 'GCG' in the measured");
+  free(meas), free(pub);
+}
+
 static void test_errors_are_one_line_exit_2(void **state) {
   char *pub = published_path("lan2026_r2d2.csv");
   const long succ[] = {0, 0, 7};
@@ -150,6 +185,7 @@ int main(void) {
       cmocka_unit_test(test_half_asr_at_step_100_fails),
       cmocka_unit_test(test_differing_n_uses_measured),
       cmocka_unit_test(test_errors_are_one_line_exit_2),
+      cmocka_unit_test(test_other_attack_on_common_steps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

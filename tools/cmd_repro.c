@@ -12,6 +12,12 @@
  * an attack name one side lacks, ambiguous matches). When the published row
  * states n and it differs from the measured n, the test uses the measured n
  * (it is the sample actually judged) and a note says so.
+ *
+ * Two flags loosen the matching, and the output says when they did:
+ * --measured-attack compares the measured rows of one attack with the
+ * published rows of --attack (a different protocol, e.g. DirectRequest
+ * against fixed-source prompts), and --common-steps skips published steps
+ * that have no measured row instead of refusing to compare.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -77,14 +83,23 @@ static int unknown_attack(const char *attack, const char *side, const rg_publish
                       have_pub, have_meas);
 }
 
-/* Pairs every selected published point with its measured row. */
-static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, const char *attack,
-                        const char *classifier, const char *method, const char *category, comparison *out,
-                        size_t *n_out, size_t *n_untestable) {
-  *n_out = *n_untestable = 0;
+/* What selects and pairs the points. */
+typedef struct {
+  const char *attack;          /* published (and measured) attack, NULL = every measured one */
+  const char *measured_attack; /* measured attack paired with `attack`, NULL = the same name */
+  const char *classifier, *method, *category;
+  bool common_steps; /* skip published steps without a measured row */
+} match_rules;
+
+/* Pairs every selected published point with its measured row. N_SKIPPED
+ * counts the published steps that --common-steps left out. */
+static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, const match_rules *r, comparison *out,
+                        size_t *n_out, size_t *n_untestable, size_t *n_skipped) {
+  const char *attack = r->attack, *classifier = r->classifier;
+  *n_out = *n_untestable = *n_skipped = 0;
   for (size_t i = 0; i < pub->n; i++) {
     const rg_published_point *p = &pub->items[i];
-    if (!published_selected(p, attack, method, category)) continue;
+    if (!published_selected(p, attack, r->method, r->category)) continue;
     /* Without --attack the attacks compared are those the measured curve has. */
     if (!attack && !measured_has_attack(m, p->attack, classifier)) continue;
     if (!p->has_step || !p->has_asr) {
@@ -95,14 +110,19 @@ static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, co
       if (out[j].pub->step == p->step && strcmp(out[j].pub->attack, p->attack) == 0)
         return rg_error_set("repro: published rows %zu and %zu both give step %ld of attack %s (select one with "
                             "--method/--category)", out[j].pub->line, p->line, p->step, p->attack);
+    const char *want = r->measured_attack ? r->measured_attack : p->attack;
     const rg_asr_point *hit = NULL;
     for (size_t j = 0; j < m->n; j++) {
       const rg_asr_point *q = &m->items[j];
-      if (q->step != p->step || strcmp(q->attack, p->attack) != 0 || !str_in(q->classifier, classifier)) continue;
+      if (q->step != p->step || strcmp(q->attack, want) != 0 || !str_in(q->classifier, classifier)) continue;
       if (hit)
         return rg_error_set("repro: measured rows %zu and %zu both give step %ld of attack %s (select one with "
-                            "--classifier)", hit->line, q->line, p->step, p->attack);
+                            "--classifier)", hit->line, q->line, p->step, want);
       hit = q;
+    }
+    if (!hit && r->common_steps) {
+      (*n_skipped)++;
+      continue;
     }
     if (!hit)
       return rg_error_set("repro: missing step: published step %ld of attack %s (row %zu) has no measured row",
@@ -113,7 +133,11 @@ static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, co
 }
 
 static void print_table(const comparison *c, size_t n, const char *test, double alpha, size_t n_untestable,
-                        int reproduced) {
+                        size_t n_skipped, const match_rules *r, int reproduced) {
+  if (r->measured_attack)
+    printf("note: measured attack %s compared with published attack %s (different protocols)\n", r->measured_attack,
+           r->attack);
+  if (n_skipped) printf("note: %zu published steps have no measured row and are skipped (--common-steps)\n", n_skipped);
   for (size_t i = 0; i < n; i++)
     if (c[i].pub->n > 0 && c[i].pub->n != c[i].meas->n)
       printf("note: step %ld %s: published n=%ld differs from measured n=%ld; the test uses the measured n\n",
@@ -140,7 +164,7 @@ static void print_table(const comparison *c, size_t n, const char *test, double 
 }
 
 static int print_json(const comparison *c, size_t n, const char *test, double alpha, size_t n_untestable,
-                      int reproduced) {
+                      size_t n_skipped, const match_rules *r, int reproduced) {
   cJSON *root = cJSON_CreateObject();
   cJSON *rows = cJSON_AddArrayToObject(root, "points");
   for (size_t i = 0; i < n; i++) {
@@ -149,6 +173,7 @@ static int print_json(const comparison *c, size_t n, const char *test, double al
     cJSON_AddItemToArray(rows, o);
     cJSON_AddNumberToObject(o, "step", (double)x->pub->step);
     cJSON_AddStringToObject(o, "attack", x->pub->attack);
+    cJSON_AddStringToObject(o, "measured_attack", x->meas->attack);
     cJSON_AddStringToObject(o, "source", x->pub->source);
     cJSON_AddNumberToObject(o, "published_asr", x->pub->asr);
     if (x->pub->n > 0) cJSON_AddNumberToObject(o, "published_n", (double)x->pub->n);
@@ -164,6 +189,8 @@ static int print_json(const comparison *c, size_t n, const char *test, double al
   cJSON_AddStringToObject(root, "test", test);
   if (strcmp(test, "binomial") == 0) cJSON_AddNumberToObject(root, "alpha", alpha);
   cJSON_AddNumberToObject(root, "untestable_published_rows", (double)n_untestable);
+  cJSON_AddNumberToObject(root, "skipped_published_steps", (double)n_skipped);
+  cJSON_AddBoolToObject(root, "same_protocol", r->measured_attack == NULL);
   cJSON_AddBoolToObject(root, "reproduced", reproduced);
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -174,17 +201,20 @@ static int print_json(const comparison *c, size_t n, const char *test, double al
 }
 
 int cmd_repro(int argc, char **argv) {
-  const char *published = NULL, *measured = NULL, *attack = NULL, *classifier = NULL, *method = NULL;
-  const char *category = NULL, *test = "wilson";
+  const char *published = NULL, *measured = NULL, *test = "wilson";
+  match_rules r = {0};
   double alpha = 0.05;
   bool json = false;
   const cli_opt opts[] = {
       {"published", CLI_STRING, &published, "published curve CSV (data/published/*.csv)"},
       {"measured", CLI_STRING, &measured, "measured asr.csv (step,attack,classifier,n,successes,...)"},
-      {"attack", CLI_STRING, &attack, "compare only this attack (default: every attack the measured curve has)"},
-      {"classifier", CLI_STRING, &classifier, "use only measured rows of this classifier"},
-      {"method", CLI_STRING, &method, "use only published rows of this method (e.g. R2D2)"},
-      {"category", CLI_STRING, &category, "use only published rows of this category (e.g. all)"},
+      {"attack", CLI_STRING, &r.attack, "compare only this attack (default: every attack the measured curve has)"},
+      {"measured-attack", CLI_STRING, &r.measured_attack,
+       "compare the measured rows of this attack with the published --attack (a different protocol)"},
+      {"common-steps", CLI_BOOL, &r.common_steps, "skip published steps that have no measured row"},
+      {"classifier", CLI_STRING, &r.classifier, "use only measured rows of this classifier"},
+      {"method", CLI_STRING, &r.method, "use only published rows of this method (e.g. R2D2)"},
+      {"category", CLI_STRING, &r.category, "use only published rows of this category (e.g. all)"},
       {"test", CLI_STRING, &test, "wilson (published inside the measured 95% interval, default) or binomial"},
       {"alpha", CLI_FLOAT, &alpha, "significance level of --test binomial (default 0.05)"},
       {"json", CLI_BOOL, &json, "print the comparison as JSON"},
@@ -203,6 +233,10 @@ int cmd_repro(int argc, char **argv) {
   int binomial = strcmp(test, "binomial") == 0;
   if (!binomial && strcmp(test, "wilson") != 0) {
     rg_error_set("repro: --test must be wilson or binomial, got '%s'", test);
+    return cannot_compare();
+  }
+  if (r.measured_attack && !r.attack) {
+    rg_error_set("repro: --measured-attack needs --attack (the published attack it is compared with)");
     return cannot_compare();
   }
   if (!(alpha > 0.0 && alpha < 1.0) || (!binomial && alpha != 0.05)) {
@@ -224,30 +258,33 @@ int cmd_repro(int argc, char **argv) {
     rg_error_set("repro: out of memory");
     goto done;
   }
-  if (attack) {
+  if (r.attack) {
+    const char *measured_attack = r.measured_attack ? r.measured_attack : r.attack;
     int in_pub = 0;
-    for (size_t i = 0; i < pub.n; i++) in_pub |= strcmp(pub.items[i].attack, attack) == 0;
+    for (size_t i = 0; i < pub.n; i++) in_pub |= strcmp(pub.items[i].attack, r.attack) == 0;
     if (!in_pub) {
-      unknown_attack(attack, "published", &pub, &meas);
+      unknown_attack(r.attack, "published", &pub, &meas);
       goto done;
     }
-    if (!measured_has_attack(&meas, attack, classifier)) {
-      unknown_attack(attack, "measured", &pub, &meas);
+    if (!measured_has_attack(&meas, measured_attack, r.classifier)) {
+      unknown_attack(measured_attack, "measured", &pub, &meas);
       goto done;
     }
   } else {
     for (size_t i = 0; i < meas.n; i++) {
       int in_pub = 0;
       for (size_t j = 0; j < pub.n; j++) in_pub |= strcmp(pub.items[j].attack, meas.items[i].attack) == 0;
-      if (!in_pub && str_in(meas.items[i].classifier, classifier)) {
+      if (!in_pub && str_in(meas.items[i].classifier, r.classifier)) {
         unknown_attack(meas.items[i].attack, "published", &pub, &meas);
         goto done;
       }
     }
   }
-  if (match_points(&pub, &meas, attack, classifier, method, category, cmp, &n, &n_untestable) != 0) goto done;
+  size_t n_skipped = 0;
+  if (match_points(&pub, &meas, &r, cmp, &n, &n_untestable, &n_skipped) != 0) goto done;
   if (n == 0) {
-    rg_error_set("repro: no published point with a step and an ASR matches the selection");
+    rg_error_set("repro: no published point with a step and an ASR matches the selection%s",
+                 n_skipped ? " (no published step has a measured row)" : "");
     goto done;
   }
   int all = 1;
@@ -259,9 +296,9 @@ int cmd_repro(int argc, char **argv) {
     all &= x->reproduced;
   }
   if (json) {
-    if (print_json(cmp, n, test, alpha, n_untestable, all) != 0) goto done;
+    if (print_json(cmp, n, test, alpha, n_untestable, n_skipped, &r, all) != 0) goto done;
   } else {
-    print_table(cmp, n, test, alpha, n_untestable, all);
+    print_table(cmp, n, test, alpha, n_untestable, n_skipped, &r, all);
   }
   exit_code = all ? EXIT_REPRODUCED : EXIT_NOT_REPRODUCED;
 done:
