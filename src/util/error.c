@@ -21,9 +21,14 @@ int rg_error_prefix(const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, g_message, sizeof old);
-  /* Written in two steps so that an over-long prefix truncates cleanly. */
+  /* Written in two steps so that an over-long prefix or message truncates
+   * cleanly (the tail of the old message is what is cut). */
   int n = snprintf(g_message, sizeof g_message, "%s: ", prefix);
-  if (n > 0 && (size_t)n < sizeof g_message) snprintf(g_message + n, sizeof g_message - (size_t)n, "%s", old);
+  if (n > 0 && (size_t)n < sizeof g_message) {
+    size_t len = strnlen(old, sizeof g_message - (size_t)n - 1);
+    memcpy(g_message + n, old, len);
+    g_message[(size_t)n + len] = '\0';
+  }
   return -1;
 }
 

@@ -6,6 +6,8 @@
  * Messages name the file or flag and the problem, e.g.
  *   "model.gguf: bad magic 0x46554747 (not a GGUF file)".
  * The message buffer is thread-local; a new rg_error_set() replaces the old.
+ * Messages are cut at 1023 characters (a prefix that does not fit cuts the
+ * tail of the older message).
  */
 #ifndef RG_ERROR_H
 #define RG_ERROR_H
