@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "model/model.h"
 
 typedef struct {
@@ -14,6 +15,14 @@ typedef struct {
   const char *system;        /* optional system message (chat only) */
   const char *chat_template; /* renderer name; NULL = detect from the model */
 } cli_prompt;
+
+/* The four cli_opt entries that fill a cli_prompt P, for a command's
+ * option table: CLI_PROMPT_OPTS(&p), ... */
+#define CLI_PROMPT_OPTS(P)                                                                       \
+  {"prompt", CLI_STRING, &(P)->prompt, "prompt text"},                                           \
+      {"chat", CLI_BOOL, &(P)->chat, "format the prompt with the model's chat template"},        \
+      {"system", CLI_STRING, &(P)->system, "system message (with --chat)"},                      \
+      {"chat-template", CLI_STRING, &(P)->chat_template, "chat format name (chatml, llama-2, mistral, ...)"}
 
 /* Tokenizes the prompt (rendered with the chat template when p->chat).
  * *ids is malloc'd. stop_ids (may be NULL) receives up to 2 ids that end a

@@ -40,10 +40,7 @@ int cmd_generate(int argc, char **argv) {
   double temperature = 0, top_p = 1;
   bool json = false;
   const cli_opt opts[] = {
-      {"prompt", CLI_STRING, &p.prompt, "prompt text"},
-      {"chat", CLI_BOOL, &p.chat, "format the prompt with the model's chat template"},
-      {"system", CLI_STRING, &p.system, "system message (with --chat)"},
-      {"chat-template", CLI_STRING, &p.chat_template, "chat format name (chatml, llama-2, mistral, ...)"},
+      CLI_PROMPT_OPTS(&p),
       {"max-new-tokens", CLI_INT, &max_new, "most tokens to generate (128)"},
       {"temperature", CLI_FLOAT, &temperature, "sampling temperature (0 = greedy)"},
       {"top-p", CLI_FLOAT, &top_p, "nucleus sampling mass (1)"},

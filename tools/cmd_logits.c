@@ -70,10 +70,7 @@ int cmd_logits(int argc, char **argv) {
   int k = 10, threads = 0;
   bool json = false;
   const cli_opt opts[] = {
-      {"prompt", CLI_STRING, &p.prompt, "prompt text"},
-      {"chat", CLI_BOOL, &p.chat, "format the prompt with the model's chat template"},
-      {"system", CLI_STRING, &p.system, "system message (with --chat)"},
-      {"chat-template", CLI_STRING, &p.chat_template, "chat format name (chatml, llama-2, mistral, ...)"},
+      CLI_PROMPT_OPTS(&p),
       {"top", CLI_INT, &k, "how many logits to print (10)"},
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
       {"json", CLI_BOOL, &json, "print JSON"},
