@@ -23,18 +23,6 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-static cJSON *load_cases(void) {
-  char *path = t_fixture_path("tokenizer/cases.json");
-  size_t len;
-  char *text = rg_read_file(path, &len);
-  assert_non_null(text);
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  assert_non_null(root);
-  free(text);
-  free(path);
-  return root;
-}
-
 static char *from_hex(const char *hex, size_t *len) {
   size_t n = strlen(hex) / 2;
   char *out = malloc(n + 1);
@@ -107,7 +95,7 @@ static void test_smollm_gguf(void **state) {
   assert_true(rg_token_is_special(t, 2));
   assert_false(rg_token_is_special(t, 100));
 
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("tokenizer/cases.json");
   int n_cases = 0, bad_ids = 0, bad_plain = 0, bad_dec = 0, bad_skip = 0, bad_round = 0, reported = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
@@ -147,7 +135,7 @@ static void test_smollm_gguf(void **state) {
 /* Compares T on every case against cases[i][KEY].ids and .decoded; returns
  * the number of cases. */
 static int check_cases(const rg_tokenizer *t, const char *key, bool parse_special, bool add_bos, bool skip_special) {
-  cJSON *root = load_cases();
+  cJSON *root = t_read_json_fixture("tokenizer/cases.json");
   int n_cases = 0, bad_ids = 0, bad_dec = 0, reported = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {

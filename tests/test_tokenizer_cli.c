@@ -10,19 +10,6 @@
 #include <string.h>
 
 #include "testlib.h"
-#include "util/fileio.h"
-
-static cJSON *load_cli_fixture(void) {
-  char *path = t_fixture_path("tokenizer/cli.json");
-  size_t len;
-  char *text = rg_read_file(path, &len);
-  assert_non_null(text);
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  assert_non_null(root);
-  free(text);
-  free(path);
-  return root;
-}
 
 /* Runs `refgeo tokenize MODEL FLAGS --json -- TEXT` (TEXT passed through a
  * temp file so the shell sees no quoting) and checks ids against EXPECTED. */
@@ -53,7 +40,7 @@ static void expect_ids(const char *flags, const char *text, const cJSON *expecte
 /* $(cat file) drops trailing newlines; none of the fixture texts ends in one. */
 static void test_plain_and_no_special(void **state) {
   (void)state;
-  cJSON *f = load_cli_fixture();
+  cJSON *f = t_read_json_fixture("tokenizer/cli.json");
   const char *plain = cJSON_GetObjectItem(f, "plain")->valuestring;
   expect_ids("", plain, cJSON_GetObjectItem(f, "plain_ids"));
   expect_ids("--no-special", plain, cJSON_GetObjectItem(f, "plain_nospecial_ids"));
@@ -62,7 +49,7 @@ static void test_plain_and_no_special(void **state) {
 
 static void test_chat(void **state) {
   (void)state;
-  cJSON *f = load_cli_fixture();
+  cJSON *f = t_read_json_fixture("tokenizer/cli.json");
   expect_ids("--chat", cJSON_GetObjectItem(f, "chat_user")->valuestring, cJSON_GetObjectItem(f, "chat_ids"));
   cJSON_Delete(f);
 }
