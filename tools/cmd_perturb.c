@@ -29,21 +29,15 @@
 #include "model/gguf.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/rng.h"
 
 typedef struct {
   uint64_t state;
   double scale;
 } factor_stream;
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* A uniform in (0, 1]: 53 random bits, shifted off zero so log() is finite. */
-static double uniform(uint64_t *s) { return ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53; }
+static double uniform(uint64_t *s) { return ((double)(rg_splitmix64(s) >> 11) + 1.0) * 0x1.0p-53; }
 
 static float next_factor(factor_stream *fs) {
   double u1 = uniform(&fs->state), u2 = uniform(&fs->state);

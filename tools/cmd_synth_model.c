@@ -29,6 +29,7 @@
 #include "model/safetensors_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/rng.h"
 
 static const char *SPECIALS[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 enum { N_SPECIALS = 3, N_BYTES = 256 };
@@ -89,20 +90,12 @@ static int plan_tensors(synth *s, const rg_config *c) {
   return rc;
 }
 
-/* splitmix64's finaliser: a good 64-bit mix of a counter. */
-static uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /* normal(0, 1) for element J of tensor I: Box-Muller on two uniforms in
  * (0, 1] drawn from the hash of (seed, i, j). */
 static float normal_at(uint64_t seed, int i, int64_t j) {
-  uint64_t h = mix64(seed ^ mix64(((uint64_t)(uint32_t)i << 40) ^ (uint64_t)j));
+  uint64_t h = rg_mix64(seed ^ rg_mix64(((uint64_t)(uint32_t)i << 40) ^ (uint64_t)j));
   double u1 = ((double)(h >> 11) + 1.0) / 9007199254740992.0;
-  double u2 = (double)(mix64(h) >> 11) / 9007199254740992.0;
+  double u2 = (double)(rg_mix64(h) >> 11) / 9007199254740992.0;
   return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
 
@@ -268,7 +261,7 @@ int cmd_synth_model(int argc, char **argv) {
   rg_config cfg;
   if (rg_hf_config_load(config_path, &cfg) != 0 || rg_mkdir_p(out) != 0) return cli_fail();
 
-  synth s = {.seed = mix64((uint64_t)(uint32_t)seed)};
+  synth s = {.seed = rg_mix64((uint64_t)(uint32_t)seed)};
   const char *keys[] = {"format"}, *vals[] = {"pt"};
   const rg_st_metadata meta = {keys, vals, 1};
   rg_st_shard_opts so = {.max_shard_bytes = (size_t)shard_mb * 1000000u, .meta = &meta, .fill = fill_weights,

@@ -7,6 +7,7 @@
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/rng.h"
 
 void rg_prompts_free(rg_prompt_set *s) {
   if (!s) return;
@@ -145,18 +146,11 @@ rg_prompt_set *rg_prompts_load(const char *path) {
   return s;
 }
 
-static uint64_t splitmix64(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 /* Uniform in [0, bound) without modulo bias (rejects the short last cycle). */
 static uint64_t uniform_below(uint64_t *state, uint64_t bound) {
   uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
   uint64_t x;
-  do x = splitmix64(state);
+  do x = rg_splitmix64(state);
   while (x >= limit);
   return x % bound;
 }
