@@ -57,7 +57,7 @@ fi
 if [ -f "$DIR/model.safetensors.index.json" ] || [ -f "$DIR/model.safetensors" ]; then
   echo "scale_7b: reusing $DIR" >&2
 else
-  "$BUILD/refgeo" synth-model --config "$CONFIG" --out "$DIR" --seed 0 --shard-size-mb 5000
+  "$BUILD/refgeo" synth-model --config "$CONFIG" --out "$DIR" --seed 0 --max-shard-size 5GB
 fi
 
 LOG=$(mktemp)

@@ -399,8 +399,7 @@ static void test_hf_tiny(void **state) {
     const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
     const int vocab = cJSON_GetObjectItem(e, "vocab")->valueint;
     char rel[128];
-    snprintf(rel, sizeof rel, "hf_tiny/%s", name);
-    char *dir = t_fixture_path(rel);
+    char *dir = t_hf_tiny(name);
     rg_model *m = rg_model_load(dir);
     free(dir);
     if (!m) fail_msg("%s: %s", name, rg_error_get());

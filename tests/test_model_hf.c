@@ -1,5 +1,7 @@
 /* test_model_hf: loading Hugging Face model directories.
- * References: the tiny transformers models in tests/fixtures/hf_tiny and, per
+ * References: the tiny transformers models of tests/fixtures/hf_tiny (weights
+ * written at test time by t_hf_tiny, bit-identical to what transformers'
+ * save_pretrained wrote in tools/reference/make_hf_tiny.py) and, per
  * model, <name>.expected.json with transformers' reading of the config and
  * torch's values of a few tensors (tools/reference/make_hf_tiny.py). Error
  * cases are variants of those directories made in REFGEO_TMP. */
@@ -41,9 +43,7 @@ static cJSON *read_expected(const char *model) {
 }
 
 static rg_model *load_fixture(const char *model) {
-  char name[128];
-  snprintf(name, sizeof name, "hf_tiny/%s", model);
-  char *dir = t_fixture_path(name);
+  char *dir = t_hf_tiny(model);
   rg_model *m = rg_model_load(dir);
   if (!m) fail_msg("%s", rg_error_get());
   free(dir);
@@ -169,12 +169,13 @@ static void test_tiny_models_load(void **state) {
 /* A trailing slash does not change the id. */
 static void test_id_with_trailing_slash(void **state) {
   (void)state;
-  char *dir = t_fixture_path("hf_tiny/llama3_bf16/");
+  char *base = t_hf_tiny("llama3_bf16"), dir[1024];
+  snprintf(dir, sizeof dir, "%s/", base);
+  free(base);
   rg_model *m = rg_model_load(dir);
   if (!m) fail_msg("%s", rg_error_get());
   assert_string_equal(m->id, "llama3_bf16");
   rg_model_free(m);
-  free(dir);
 }
 
 /* ---------------------------------------------------------------- bad dirs */
@@ -186,9 +187,7 @@ static char *make_variant(const char *name, const char *src, const char *const *
                               "model.safetensors.index.json", "model-00001-of-00004.safetensors",
                               "model-00002-of-00004.safetensors", "model-00003-of-00004.safetensors",
                               "model-00004-of-00004.safetensors", NULL};
-  char fix[128];
-  snprintf(fix, sizeof fix, "hf_tiny/%s", src);
-  char *from_dir = t_fixture_path(fix), *dir = t_tmp_path(name);
+  char *from_dir = t_hf_tiny(src), *dir = t_tmp_path(name);
   assert_int_equal(rg_mkdir_p(dir), 0);
   for (const char *const *f = only ? only : ALL; *f; f++) {
     char *from = rg_path_join(from_dir, *f), *to = rg_path_join(dir, *f);
@@ -309,7 +308,7 @@ static void test_bad_index(void **state) {
 /* `refgeo info` on a tiny HF directory succeeds and names the architecture. */
 static void test_cli_info(void **state) {
   (void)state;
-  char *dir = t_fixture_path("hf_tiny/qwen2_bf16");
+  char *dir = t_hf_tiny("qwen2_bf16");
   char args[1024], *out = NULL, *err = NULL;
   snprintf(args, sizeof args, "info '%s'", dir);
   int rc = t_run_cli(args, &out, &err);
@@ -321,7 +320,7 @@ static void test_cli_info(void **state) {
 }
 
 /* `refgeo synth-model` on a small Mistral config: the directory loads, the
- * shard split follows --shard-size-mb, norms are exactly 1 and other weights
+ * shard split follows --max-shard-size, norms are exactly 1 and other weights
  * have the requested normal(0, 0.02) statistics, and the byte-level
  * tokenizer maps text to its byte values (what HF tokenizers gives for the
  * same tokenizer.json, checked by hand when the command was written). */
@@ -334,7 +333,7 @@ static void test_synth_model(void **state) {
   char *config = t_write_tmp("synth_config.json", CONFIG, strlen(CONFIG));
   char *dir = t_tmp_path("synth_mistral");
   char args[2048], *err = NULL;
-  snprintf(args, sizeof args, "synth-model --config '%s' --out '%s' --seed 7 --shard-size-mb 1", config, dir);
+  snprintf(args, sizeof args, "synth-model --config '%s' --out '%s' --seed 7 --max-shard-size 1MB", config, dir);
   int rc = t_run_cli(args, NULL, &err);
   if (rc != 0) fail_msg("refgeo %s: exit %d: %s", args, rc, err);
   assert_non_null(strstr(err, "shard 4/4"));

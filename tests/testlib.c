@@ -109,3 +109,45 @@ unsigned long long t_fnv1a64(const char *s) {
   }
   return h;
 }
+
+static void copy_file(const char *from, const char *to) {
+  size_t len;
+  char *data = rg_read_file(from, &len);
+  if (!data || rg_write_file_atomic(to, data, len) != 0) fail_msg("%s", rg_error_get());
+  free(data);
+}
+
+char *t_hf_tiny(const char *name) {
+  char rel[256];
+  snprintf(rel, sizeof rel, "hf_tiny-%ld/%s", (long)getpid(), name);
+  char *dir = t_tmp_path(rel);
+  static const char *SIDE[] = {"config.json", "tokenizer.json", "tokenizer_config.json"};
+  char *done = rg_path_join(dir, SIDE[2]); /* copied last */
+  if (!rg_path_exists(done)) {
+    snprintf(rel, sizeof rel, "hf_tiny/%s.expected.json", name);
+    cJSON *exp = t_read_json_fixture(rel);
+    const cJSON *sy = cJSON_GetObjectItem(exp, "synth");
+    const cJSON *shard = cJSON_GetObjectItem(sy, "max_shard_size");
+    snprintf(rel, sizeof rel, "hf_tiny/%s", name);
+    char *fixture = t_fixture_path(rel), *config = rg_path_join(fixture, "config.json");
+    char args[2048], *err = NULL;
+    snprintf(args, sizeof args, "synth-model --config '%s' --out '%s' --seed %d --dtype %s --std %.17g --norm-std %.17g%s%s",
+             config, dir, cJSON_GetObjectItem(sy, "seed")->valueint,
+             cJSON_GetObjectItem(sy, "dtype")->valuestring, cJSON_GetObjectItem(sy, "std")->valuedouble,
+             cJSON_GetObjectItem(sy, "norm_std")->valuedouble, shard ? " --max-shard-size " : "",
+             shard ? shard->valuestring : "");
+    if (t_run_cli(args, NULL, &err) != 0) fail_msg("refgeo %s: %s", args, err);
+    for (int k = 0; k < 3; k++) {
+      char *from = rg_path_join(fixture, SIDE[k]), *to = rg_path_join(dir, SIDE[k]);
+      copy_file(from, to);
+      free(from);
+      free(to);
+    }
+    free(err);
+    free(config);
+    free(fixture);
+    cJSON_Delete(exp);
+  }
+  free(done);
+  return dir;
+}

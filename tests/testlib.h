@@ -32,6 +32,15 @@ unsigned long long t_fnv1a64(const char *s);
  * malloc'd stdout / stderr (either pointer may be NULL if not wanted). */
 int t_run_cli(const char *args, char **out, char **err);
 
+/* The tiny Hugging Face model NAME of tests/fixtures/hf_tiny as a malloc'd
+ * directory path. No weights are committed: on first use in a process the
+ * model is written under REFGEO_TMP/hf_tiny-PID/NAME by `refgeo
+ * synth-model` with the arguments in hf_tiny/NAME.expected.json "synth"
+ * (the formula tools/reference/make_hf_tiny.py checked bit for bit against
+ * transformers' save_pretrained), and the committed config.json,
+ * tokenizer.json and tokenizer_config.json are copied over its own. */
+char *t_hf_tiny(const char *name);
+
 /* Writes LEN bytes to REFGEO_TMP/NAME and returns the malloc'd path. */
 char *t_write_tmp(const char *name, const void *data, size_t len);
 

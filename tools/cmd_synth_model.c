@@ -1,10 +1,13 @@
 /* cmd_synth_model: `refgeo synth-model --config CONFIG.json --out DIR
- * [--seed N] [--shard-size-mb N]` writes a random-weight model of any size
- * as a Hugging Face directory that rg_model_load (and transformers) accept:
- *   - sharded bf16 safetensors in transformers' state_dict order; weights
- *     and biases ~ normal(0, 0.02) (transformers' initializer_range), norm
- *     weights = 1;
- *   - config.json: CONFIG.json with torch_dtype set to bfloat16;
+ * [--seed N] [--dtype T] [--std X] [--norm-std X] [--max-shard-size S]`
+ * writes a random-weight model of any size as a Hugging Face directory that
+ * rg_model_load (and transformers) accept:
+ *   - sharded safetensors (bf16 by default, or f16/f32) in transformers'
+ *     state_dict order, split like save_pretrained's max_shard_size (5GB by
+ *     default); weights and biases = std * z (std 0.02 by default,
+ *     transformers' initializer_range), norm weights = 1 + norm_std * z
+ *     (norm_std 0 by default), z ~ normal(0, 1) as defined by normal_at;
+ *   - config.json: CONFIG.json with torch_dtype set to the dtype;
  *   - tokenizer.json: a byte-level BPE with the 256 byte tokens (id = byte
  *     value, GPT-2's printable byte mapping), no merges, the ChatML specials
  *     <|endoftext|>, <|im_start|>, <|im_end|>, and unused tokens up to
@@ -44,13 +47,15 @@ typedef struct {
   rg_tensor *t;
   int n;
   uint64_t seed;
+  rg_dtype type; /* RG_BF16, RG_F16 or RG_F32 */
+  float std, norm_std;
 } synth;
 
 static int add_tensor(synth *s, const char *name, int64_t rows, int64_t cols) {
   rg_tensor *t = &s->t[s->n];
   t->name = strdup(name);
   if (!t->name) return rg_error_set("synth-model: out of memory");
-  t->type = RG_BF16;
+  t->type = s->type;
   t->n_dims = cols ? 2 : 1;
   t->ne[0] = cols ? cols : rows; /* ggml order: [in, out] for a Linear [out, in] */
   t->ne[1] = cols ? rows : 1;
@@ -104,16 +109,27 @@ static bool is_norm(const char *name) {
   return n >= k && strcmp(name + n - k, "norm.weight") == 0;
 }
 
+/* Element J of tensor I as float32: the value the dtype then rounds. The
+ * norm sum is taken in double, where the product is exact, so a fused
+ * multiply-add (-march=native) and separate operations give the same bits;
+ * tools/reference/make_hf_tiny.py recomputes these values independently. */
+static float weight_at(const synth *s, int i, int64_t j) {
+  if (is_norm(s->t[i].name)) return (float)(1.0 + (double)s->norm_std * (double)normal_at(s->seed, i, j));
+  return s->std * normal_at(s->seed, i, j);
+}
+
 static int fill_weights(void *ctx, int i, size_t offset, void *buf, size_t len) {
   const synth *s = ctx;
-  uint16_t *out = buf;
-  const int64_t first = (int64_t)(offset / 2), n = (int64_t)(len / 2);
-  if (is_norm(s->t[i].name)) {
-    for (int64_t k = 0; k < n; k++) out[k] = rg_fp32_to_bf16(1.0f);
-    return 0;
-  }
+  const size_t elem = s->type == RG_F32 ? 4 : 2;
+  const int64_t first = (int64_t)(offset / elem), n = (int64_t)(len / elem);
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; k++) out[k] = rg_fp32_to_bf16(0.02f * normal_at(s->seed, i, first + k));
+  for (int64_t k = 0; k < n; k++) {
+    float w = weight_at(s, i, first + k);
+    if (s->type == RG_F32)
+      memcpy((char *)buf + (size_t)k * 4, &w, 4);
+    else
+      ((uint16_t *)buf)[k] = s->type == RG_F16 ? rg_fp32_to_fp16(w) : rg_fp32_to_bf16(w);
+  }
   return 0;
 }
 
@@ -218,8 +234,8 @@ static int write_tokenizer(const char *dir, int vocab_size) {
   return rc;
 }
 
-/* CONFIG_PATH's JSON with torch_dtype bfloat16 (the dtype of the shards). */
-static int write_config(const char *dir, const char *config_path) {
+/* CONFIG_PATH's JSON with torch_dtype TORCH_DTYPE (that of the shards). */
+static int write_config(const char *dir, const char *config_path, const char *torch_dtype) {
   char *text = rg_read_file(config_path, NULL);
   if (!text) return -1;
   cJSON *j = cJSON_Parse(text);
@@ -227,7 +243,7 @@ static int write_config(const char *dir, const char *config_path) {
   if (!j) return rg_error_set("%s: not valid JSON", config_path);
   cJSON_DeleteItemFromObject(j, "dtype"); /* transformers 5's name for it */
   cJSON_DeleteItemFromObject(j, "torch_dtype");
-  cJSON_AddStringToObject(j, "torch_dtype", "bfloat16");
+  cJSON_AddStringToObject(j, "torch_dtype", torch_dtype);
   int rc = write_json(dir, "config.json", j);
   cJSON_Delete(j);
   return rc;
@@ -235,40 +251,80 @@ static int write_config(const char *dir, const char *config_path) {
 
 /* ---------------------------------------------------------------- entry */
 
+/* A save_pretrained max_shard_size: an integer with an optional unit KB,
+ * MB, GB (powers of 10^3) or KiB, MiB, GiB (powers of 2^10); no unit =
+ * bytes. Returns the byte count, or 0 if TEXT is not such a size. */
+static size_t parse_shard_size(const char *text) {
+  static const struct {
+    const char *unit;
+    double scale;
+  } UNITS[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0},
+               {"GiB", 1073741824.0}};
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || !(v >= 1)) return 0;
+  for (size_t k = 0; k < sizeof UNITS / sizeof UNITS[0]; k++)
+    if (strcmp(end, UNITS[k].unit) == 0 && v * UNITS[k].scale < 1e18) return (size_t)(v * UNITS[k].scale);
+  return 0;
+}
+
 int cmd_synth_model(int argc, char **argv) {
-  const char *config_path = NULL, *out = NULL;
-  int seed = 0, shard_mb = 5000; /* save_pretrained's classic default, "5GB" */
+  const char *config_path = NULL, *out = NULL, *dtype = "bf16", *shard_size = "5GB"; /* save_pretrained's classic default */
+  int seed = 0;
+  double std = 0.02, norm_std = 0;
   const cli_opt opts[] = {
       {"config", CLI_STRING, &config_path, "Hugging Face config.json to instantiate (llama, mistral, qwen2)"},
       {"out", CLI_STRING, &out, "output directory (created)"},
       {"seed", CLI_INT, &seed, "random seed (default 0)"},
-      {"shard-size-mb", CLI_INT, &shard_mb, "maximum shard size in MB of 10^6 bytes, as transformers (default 5000)"},
+      {"dtype", CLI_STRING, &dtype, "bf16 (default), f16 or f32"},
+      {"std", CLI_FLOAT, &std, "weights and biases are std * normal(0, 1) (default 0.02)"},
+      {"norm-std", CLI_FLOAT, &norm_std, "norm weights are 1 + norm_std * normal(0, 1) (default 0)"},
+      {"max-shard-size", CLI_STRING, &shard_size, "largest shard, as save_pretrained: 5GB (default), 60KB, 2GiB, ..."},
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, 4, "--config CONFIG.json --out DIR [--seed N] [--shard-size-mb N]", pos, 0,
-                     &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                     "--config CONFIG.json --out DIR [--seed N] [--dtype T] [--std X] [--norm-std X] "
+                     "[--max-shard-size S]",
+                     pos, 0, &n_pos);
   if (rc == 1) return 0;
   if (rc != 0) return cli_fail();
   if (!config_path || !out) {
     rg_error_set("synth-model: --config and --out are required");
     return cli_fail();
   }
-  if (shard_mb < 1) {
-    rg_error_set("synth-model: --shard-size-mb must be at least 1");
+  static const struct {
+    const char *name, *torch_dtype;
+    rg_dtype type;
+  } DTYPES[] = {{"bf16", "bfloat16", RG_BF16}, {"f16", "float16", RG_F16}, {"f32", "float32", RG_F32}};
+  int di = -1;
+  for (int k = 0; k < 3; k++)
+    if (strcmp(dtype, DTYPES[k].name) == 0) di = k;
+  if (di < 0) {
+    rg_error_set("synth-model: --dtype must be bf16, f16 or f32, got '%s'", dtype);
+    return cli_fail();
+  }
+  const size_t max_shard_bytes = parse_shard_size(shard_size);
+  if (max_shard_bytes == 0) {
+    rg_error_set("synth-model: --max-shard-size '%s' is not a size such as 5GB, 60KB or 2GiB", shard_size);
+    return cli_fail();
+  }
+  if (!(std >= 0) || !(norm_std >= 0)) {
+    rg_error_set("synth-model: --std and --norm-std must be non-negative");
     return cli_fail();
   }
   rg_config cfg;
   if (rg_hf_config_load(config_path, &cfg) != 0 || rg_mkdir_p(out) != 0) return cli_fail();
 
-  synth s = {.seed = rg_mix64((uint64_t)(uint32_t)seed)};
+  synth s = {.seed = rg_mix64((uint64_t)(uint32_t)seed), .type = DTYPES[di].type, .std = (float)std,
+             .norm_std = (float)norm_std};
   const char *keys[] = {"format"}, *vals[] = {"pt"};
   const rg_st_metadata meta = {keys, vals, 1};
-  rg_st_shard_opts so = {.max_shard_bytes = (size_t)shard_mb * 1000000u, .meta = &meta, .fill = fill_weights,
+  rg_st_shard_opts so = {.max_shard_bytes = max_shard_bytes, .meta = &meta, .fill = fill_weights,
                          .fill_ctx = &s, .progress = stderr};
   rc = plan_tensors(&s, &cfg);
   /* Side files first, the shard set (ending with its index) last. */
-  if (rc == 0) rc = write_config(out, config_path);
+  if (rc == 0) rc = write_config(out, config_path, DTYPES[di].torch_dtype);
   if (rc == 0) rc = write_tokenizer(out, cfg.vocab_size);
   if (rc == 0) rc = rg_safetensors_write_sharded(out, s.t, s.n, &so);
   for (int i = 0; i < s.n; i++) free(s.t[i].name);

@@ -16,7 +16,8 @@ layer ACTADD_LAYER), implemented with torch hooks the way refusal_direction's
 hook_utils.py does. Greedy 32-token continuations (do_sample=False) and the
 smallest top-1/top-2 logit margin seen along each are stored per condition.
 
-A second mode runs the tiny Hugging Face models of tests/fixtures/hf_tiny/
+A second mode runs the tiny Hugging Face models of tests/fixtures/hf_tiny/,
+as make_hf_tiny.py saved them with their weights in its reference directory
 (llama f32 tied, llama3 rope scaling bf16, mistral sliding window 16 f16,
 qwen2 q/k/v bias bf16) in float32 on HF_TINY_LEN seeded random tokens and
 writes hf_tiny.json + hf_tiny_<name>.f32 (logits at every position,
@@ -27,7 +28,7 @@ the repository root):
   /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
       /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/forward
   /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
-      hf-tiny tests/fixtures/hf_tiny tests/fixtures/forward
+      hf-tiny ~/.cache/refgeo/hf_tiny-ref tests/fixtures/forward
 """
 import json
 import os

@@ -1,14 +1,30 @@
-"""Writes the tiny Hugging Face model directories under tests/fixtures/hf_tiny/.
+"""Writes the tiny Hugging Face models of tests/fixtures/hf_tiny/.
 
 Dev-only (never run by CI). Regenerate with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_hf_tiny.py tests/fixtures/hf_tiny
+    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_hf_tiny.py \
+        tests/fixtures/hf_tiny ~/.cache/refgeo/hf_tiny-ref build/refgeo
 
 Each model is a random-weight LlamaForCausalLM / MistralForCausalLM /
-Qwen2ForCausalLM (d_model 64, 2 layers, vocab 300) saved by transformers'
-save_pretrained as safetensors, together with a real byte-level BPE
-tokenizer.json (trained with the `tokenizers` library on a tiny corpus) and a
-tokenizer_config.json carrying a ChatML chat_template. The set covers:
+Qwen2ForCausalLM (d_model 64, 2 layers, vocab 300), with a real byte-level
+BPE tokenizer.json (trained with the `tokenizers` library on a tiny corpus)
+and a tokenizer_config.json carrying a ChatML chat_template.
+
+No weights are committed. They are defined by a formula, the one of
+`refgeo synth-model` (tools/cmd_synth_model.c: normal_at): element j of the
+i-th tensor in state_dict order is std * z, norm weights 1 + norm_std * z,
+with z = Box-Muller on splitmix64 hashes of (seed, i, j), rounded to
+float32 and then to the model dtype. This script computes them
+independently (Python integers and libm through `math`), loads them into
+the transformers model and saves it with save_pretrained to the reference
+directory (argument 2, for make_forward_fixtures.py). The committed fixture
+directory (argument 1) gets only config.json, tokenizer.json and
+tokenizer_config.json; the C tests write the weights at test time with
+`refgeo synth-model` and the parameters stored under "synth" in
+<name>.expected.json (tests/testlib.c: t_hf_tiny). Before writing anything
+the script runs that command (argument 3, the refgeo binary) and requires
+every tensor to be bit-identical to transformers' file, and the shard split
+to be save_pretrained's. The set covers:
 
     llama_f32      Llama, tied embeddings (like SmolLM2), float32
     mistral_f16    Mistral, sliding_window 16, float16, sharded (index.json)
@@ -25,14 +41,21 @@ taken from transformers/torch (independent of refgeo):
     "state_dict_order", "max_shard_bytes": the order and shard limit
                save_pretrained used, to check refgeo's sharded writer
                against transformers' split (mistral_f16)
+    "index":   save_pretrained's model.safetensors.index.json (sharded only)
+    "synth":   the synth-model arguments that write the weights
 Also roundtrip.safetensors/.json (see write_roundtrip).
 """
 import json
+import math
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
+import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM)
@@ -74,17 +97,70 @@ def tokenizer_config(chat_template):
             "unk_token": None}
 
 
-def randomize(model, seed):
-    """Replaces every parameter with normal noise (norm weights around 1) so
-    that no tensor is all zeros or all ones and every value is checkable."""
-    g = torch.Generator().manual_seed(seed)
+STD, NORM_STD = 0.08, 0.1  # no tensor all zeros or all ones; every value checkable
+M64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def mix64(x):
+    """splitmix64's finaliser of x + the golden-ratio increment (Steele et al. 2014)."""
+    z = (x + GOLDEN) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def normal_at(seed, i, j):
+    """z for element j of tensor i, as a float32."""
+    h = mix64(seed ^ mix64(((i & 0xFFFFFFFF) << 40) ^ j))
+    u1 = ((h >> 11) + 1.0) / 9007199254740992.0
+    u2 = (mix64(h) >> 11) / 9007199254740992.0
+    return np.float32(math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2))
+
+
+def formula_weights(model, seed):
+    """Sets every parameter to the synth-model formula, as float32."""
+    s = mix64(seed & 0xFFFFFFFF)
+    params = dict(model.named_parameters())
+    names = [n for n in model.state_dict().keys() if n in params]  # tied lm_head is not a separate tensor
+    std, nstd = np.float32(STD), np.float32(NORM_STD)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * noise)
+        for i, name in enumerate(names):
+            p = params[name]
+            z = np.array([normal_at(s, i, j) for j in range(p.numel())], dtype=np.float32)
+            if name.endswith("norm.weight"):  # in float64, where nstd * z is exact (as the C code)
+                w = (1.0 + np.float64(nstd) * z.astype(np.float64)).astype(np.float32)
             else:
-                p.copy_(0.08 * noise)
+                w = std * z
+            p.copy_(torch.from_numpy(w.astype(np.float32)).reshape(p.shape))
+
+
+def check_synth_model(refgeo, fixture_dir, ref_dir, synth):
+    """refgeo synth-model must write transformers' tensors bit for bit, in
+    save_pretrained's shards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "m")
+        cmd = [refgeo, "synth-model", "--config", os.path.join(fixture_dir, "config.json"), "--out", out] + synth_args(synth)
+        subprocess.run(cmd, check=True, capture_output=True)
+        def tensors(d):
+            t = {}
+            for f in sorted(os.listdir(d)):
+                if f.endswith(".safetensors"):
+                    t.update({k: (f, v) for k, v in load_file(os.path.join(d, f)).items()})
+            return t
+        want, got = tensors(ref_dir), tensors(out)
+        assert sorted(want) == sorted(got), (sorted(want), sorted(got))
+        for k, (f, v) in want.items():
+            gf, g = got[k]
+            assert gf == f, (k, f, gf)
+            assert v.dtype == g.dtype and v.shape == g.shape, k
+            assert torch.equal(v.reshape(-1).view(torch.uint8), g.reshape(-1).view(torch.uint8)), k
+
+
+def synth_args(synth):
+    a = ["--seed", str(synth["seed"]), "--dtype", synth["dtype"], "--std", repr(synth["std"]),
+         "--norm-std", repr(synth["norm_std"])]
+    return a + (["--max-shard-size", synth["max_shard_size"]] if synth.get("max_shard_size") else [])
 
 
 def expected_config(cfg, tied):
@@ -128,7 +204,11 @@ def legacy_config(path):
         json.dump(c, f, indent=2, sort_keys=True)
 
 
-def main(out_root):
+DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+SIDE_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json"]
+
+
+def main(out_root, ref_root, refgeo):
     tok = train_tokenizer()
     assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
     specs = [
@@ -147,14 +227,15 @@ def main(out_root):
          torch.bfloat16, None, CHATML, True),
     ]
     for seed, (name, cls, cfg, dtype, shard, template, legacy) in enumerate(specs):
-        torch.manual_seed(seed)
         model = cls(cfg)
-        randomize(model, 1000 + seed)
+        synth = {"seed": 1000 + seed, "dtype": DTYPE_NAMES[dtype], "std": STD, "norm_std": NORM_STD}
+        if shard:
+            synth["max_shard_size"] = shard
+        formula_weights(model, synth["seed"])
         model = model.to(dtype)
-        d = os.path.join(out_root, name)
-        os.makedirs(d, exist_ok=True)
-        for f in os.listdir(d):
-            os.remove(os.path.join(d, f))
+        d = os.path.join(ref_root, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
         kw = {"max_shard_size": shard} if shard else {}
         model.save_pretrained(d, **kw)
         os.remove(os.path.join(d, "generation_config.json"))
@@ -177,10 +258,21 @@ def main(out_root):
                "tensors": expected_tensors(reloaded, names),
                "n_params": sum(p.numel() for p in reloaded.parameters()),
                "state_dict_order": list(reloaded.state_dict().keys()),
-               "max_shard_bytes": int(shard[:-2]) * 1000 if shard else None}
+               "max_shard_bytes": int(shard[:-2]) * 1000 if shard else None,
+               "synth": synth}
+        index = os.path.join(d, "model.safetensors.index.json")
+        if os.path.exists(index):
+            with open(index) as f:
+                exp["index"] = json.load(f)
+        fixture = os.path.join(out_root, name)
+        shutil.rmtree(fixture, ignore_errors=True)
+        os.makedirs(fixture)
+        for f in SIDE_FILES:
+            shutil.copy(os.path.join(d, f), fixture)
+        check_synth_model(refgeo, fixture, d, synth)
         with open(os.path.join(out_root, name + ".expected.json"), "w") as f:
             json.dump(exp, f, indent=1)
-        print(name, sorted(os.listdir(d)))
+        print(name, sorted(os.listdir(d)), "synth-model: bit-identical")
     write_roundtrip(out_root)
 
 
@@ -199,4 +291,4 @@ def write_roundtrip(out_root):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/hf_tiny")
+    main(sys.argv[1], os.path.expanduser(sys.argv[2]), sys.argv[3])
