@@ -12,7 +12,7 @@ PACKAGES=(
   libpcre2-dev libinih-dev
   libopenmpi-dev openmpi-bin
   libcmocka-dev
-  time
+  time strace
 )
 
 missing=()

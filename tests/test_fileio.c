@@ -195,6 +195,81 @@ static void test_atomic_open_missing_dir(void **state) {
   free(dir);
 }
 
+/* Bytes of a file with plain stdio, any size. */
+static char *slurp_big(const char *path, size_t *len) {
+  struct stat st;
+  if (stat(path, &st) != 0) fail_msg("%s: %s", path, strerror(errno));
+  char *buf = malloc((size_t)st.st_size + 1);
+  assert_non_null(buf);
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  *len = fread(buf, 1, (size_t)st.st_size, fp);
+  fclose(fp);
+  return buf;
+}
+
+static void test_copy_file(void **state) {
+  char *dir = scratch_dir("copy");
+  char *src = join(dir, "src.bin"), *dst = join(dir, "dst.bin");
+  /* 2.5 MiB, so the copy spans several of its 1 MiB chunks, with NULs. */
+  size_t n = (5u << 20) / 2;
+  unsigned char *data = malloc(n);
+  assert_non_null(data);
+  for (size_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 2654435761u >> 13);
+  FILE *fp = fopen(src, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(data, 1, n, fp), n);
+  fclose(fp);
+  write_plain(dst, "an older, different file that the copy must replace");
+
+  assert_int_equal(rg_copy_file(src, dst), 0);
+  size_t len;
+  char *got = slurp_big(dst, &len);
+  assert_int_equal(len, n);
+  assert_memory_equal(got, data, n);
+  free(got);
+
+  /* A shorter source truncates the destination. */
+  write_plain(src, "short");
+  assert_int_equal(rg_copy_file(src, dst), 0);
+  got = slurp(dst, &len);
+  assert_string_equal(got, "short");
+  free(got);
+
+  /* Errors name the file at fault. */
+  char *missing = join(dir, "missing.bin"), *bad_dst = join(dir, "no-such-dir/dst.bin");
+  assert_int_equal(rg_copy_file(missing, dst), -1);
+  assert_non_null(strstr(rg_error_get(), missing));
+  assert_int_equal(rg_copy_file(src, bad_dst), -1);
+  assert_non_null(strstr(rg_error_get(), bad_dst));
+
+  unlink(src), unlink(dst), rmdir(dir);
+  free(data), free(src), free(dst), free(missing), free(bad_dst), free(dir);
+}
+
+static void test_fsync_rename(void **state) {
+  char *dir = scratch_dir("fsync-rename");
+  char *path = join(dir, "acts.h5"), *tmp = join(dir, "acts.h5.step_0.tmp");
+  write_plain(path, "old");
+  write_plain(tmp, "new");
+  assert_int_equal(rg_fsync_rename(tmp, path), 0);
+  assert_false(rg_path_exists(tmp));
+  size_t len;
+  char *got = slurp(path, &len);
+  assert_string_equal(got, "new");
+  free(got);
+
+  /* A missing temp file: an error naming it, and PATH untouched. */
+  assert_int_equal(rg_fsync_rename(tmp, path), -1);
+  assert_non_null(strstr(rg_error_get(), tmp));
+  got = slurp(path, &len);
+  assert_string_equal(got, "new");
+  free(got);
+
+  unlink(path), rmdir(dir);
+  free(path), free(tmp), free(dir);
+}
+
 static void test_read_file_errors_name_path(void **state) {
   char *dir = scratch_dir("readerr");
   char *path = join(dir, "absent.json");
@@ -319,6 +394,8 @@ int main(void) {
       cmocka_unit_test(test_atomic_abort_removes_temp),
       cmocka_unit_test(test_atomic_commit_failure_cleans_up),
       cmocka_unit_test(test_atomic_open_missing_dir),
+      cmocka_unit_test(test_copy_file),
+      cmocka_unit_test(test_fsync_rename),
       cmocka_unit_test(test_read_file_errors_name_path),
       cmocka_unit_test(test_mmap),
       cmocka_unit_test(test_mkdir_p),

@@ -11,13 +11,13 @@
 
 struct rg_acts_file {
   char *path;
-  hid_t file;     /* PATH */
+  hid_t file; /* PATH, read-only: it only ever holds complete steps */
   int n_layers, d_model;
   bool float16;
   /* the step being written */
   long step;
   char group_name[32];
-  char *tmp_path;
+  char *tmp_path;             /* PATH.step_<N>.tmp: a copy of PATH plus this step */
   hid_t tmp_file, step_group; /* H5I_INVALID_HID when no step is open */
   /* the site being written */
   hid_t dset;
@@ -70,20 +70,43 @@ static int get_int_attr(hid_t loc, const char *name, long long *v) {
 
 /* ---------------------------------------------------------------- file */
 
-static int write_root_attrs(rg_acts_file *f, const rg_acts_meta *m) {
+static int write_root_attrs(hid_t root, const rg_acts_meta *m) {
   int rc = 0;
-  rc |= put_str(f->file, "format", "steer-acts/1");
-  rc |= put_str(f->file, "model_id", m->model_id);
-  rc |= put_str(f->file, "model_revision", m->model_revision);
-  rc |= put_str(f->file, "model_dtype", m->model_dtype);
-  rc |= put_str(f->file, "chat_template", m->chat_template);
-  rc |= put_str(f->file, "hook_convention", "transformer_lens");
-  rc |= put_str(f->file, "weight_processing", "none");
-  rc |= put_attr(f->file, "n_layers", H5T_NATIVE_INT, -1, &m->n_layers);
-  rc |= put_attr(f->file, "d_model", H5T_NATIVE_INT, -1, &m->d_model);
+  rc |= put_str(root, "format", "steer-acts/1");
+  rc |= put_str(root, "model_id", m->model_id);
+  rc |= put_str(root, "model_revision", m->model_revision);
+  rc |= put_str(root, "model_dtype", m->model_dtype);
+  rc |= put_str(root, "chat_template", m->chat_template);
+  rc |= put_str(root, "hook_convention", "transformer_lens");
+  rc |= put_str(root, "weight_processing", "none");
+  rc |= put_attr(root, "n_layers", H5T_NATIVE_INT, -1, &m->n_layers);
+  rc |= put_attr(root, "d_model", H5T_NATIVE_INT, -1, &m->d_model);
   static const int32_t none = 0;
-  rc |= put_attr(f->file, "eoi_token_ids", H5T_NATIVE_INT32, m->n_eoi, m->n_eoi > 0 ? m->eoi_token_ids : &none);
-  return rc ? rg_error_set("%s: cannot write the file attributes", f->path) : 0;
+  rc |= put_attr(root, "eoi_token_ids", H5T_NATIVE_INT32, m->n_eoi, m->n_eoi > 0 ? m->eoi_token_ids : &none);
+  return rc ? -1 : 0;
+}
+
+/* Builds a new file with only the root attributes under "PATH.tmp" and
+ * renames it into place. */
+static int create_file(const char *path, const rg_acts_meta *meta) {
+  size_t n = strlen(path) + 8;
+  char *tmp = malloc(n);
+  if (!tmp) return rg_error_set("%s: out of memory", path);
+  snprintf(tmp, n, "%s.tmp", path);
+  int rc = 0;
+  hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) rc = rg_error_set("%s: cannot create HDF5 file", tmp);
+  if (rc == 0 && write_root_attrs(file, meta) != 0) rc = rg_error_set("%s: cannot write the file attributes", tmp);
+  if (file >= 0 && H5Fclose(file) < 0 && rc == 0) rc = rg_error_set("%s: cannot close", tmp);
+  if (rc == 0) rc = rg_fsync_rename(tmp, path);
+  if (rc != 0) unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+static int open_published(rg_acts_file *f) {
+  f->file = H5Fopen(f->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  return f->file < 0 ? rg_error_set("%s: cannot open as HDF5", f->path) : 0;
 }
 
 rg_acts_file *rg_acts_open(const char *path, const rg_acts_meta *meta) {
@@ -101,28 +124,16 @@ rg_acts_file *rg_acts_open(const char *path, const rg_acts_meta *meta) {
   f->n_layers = meta->n_layers;
   f->d_model = meta->d_model;
   f->float16 = meta->float16;
-  f->tmp_file = f->step_group = f->dset = H5I_INVALID_HID;
-  if (rg_path_exists(path)) {
-    long long n_layers = -1, d_model = -1;
-    f->file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    if (f->file < 0) {
-      rg_error_set("%s: cannot open as HDF5 to resume", path);
-      goto fail;
-    }
-    if (get_int_attr(f->file, "n_layers", &n_layers) != 0 || get_int_attr(f->file, "d_model", &d_model) != 0 ||
-        n_layers != meta->n_layers || d_model != meta->d_model) {
-      rg_error_set("%s: existing file has n_layers %lld, d_model %lld; this model has %d, %d", path, n_layers, d_model,
-                   meta->n_layers, meta->d_model);
-      goto fail;
-    }
-    return f;
-  }
-  f->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-  if (f->file < 0) {
-    rg_error_set("%s: cannot create HDF5 file", path);
+  f->file = f->tmp_file = f->step_group = f->dset = H5I_INVALID_HID;
+  if (!rg_path_exists(path) && create_file(path, meta) != 0) goto fail;
+  if (open_published(f) != 0) goto fail;
+  long long n_layers = -1, d_model = -1;
+  if (get_int_attr(f->file, "n_layers", &n_layers) != 0 || get_int_attr(f->file, "d_model", &d_model) != 0 ||
+      n_layers != meta->n_layers || d_model != meta->d_model) {
+    rg_error_set("%s: existing file has n_layers %lld, d_model %lld; this model has %d, %d", path, n_layers, d_model,
+                 meta->n_layers, meta->d_model);
     goto fail;
   }
-  if (write_root_attrs(f, meta) != 0 || H5Fflush(f->file, H5F_SCOPE_GLOBAL) < 0) goto fail;
   return f;
 fail:
   rg_acts_close(f);
@@ -142,7 +153,7 @@ static void close_step(rg_acts_file *f) {
 void rg_acts_close(rg_acts_file *f) {
   if (!f) return;
   close_step(f); /* an unfinished step is discarded */
-  if (f->file > 0) H5Fclose(f->file);
+  if (f->file >= 0) H5Fclose(f->file);
   free(f->path);
   free(f);
 }
@@ -165,19 +176,23 @@ int rg_acts_begin_step(rg_acts_file *f, long step, const char *checkpoint) {
   if (rg_acts_has_step(f, step)) return rg_error_set("%s: step %ld is already complete", f->path, step);
   f->step = step;
   step_name(step, f->group_name, sizeof f->group_name);
-  if (H5Lexists(f->file, f->group_name, H5P_DEFAULT) > 0 && H5Ldelete(f->file, f->group_name, H5P_DEFAULT) < 0)
-    return rg_error_set("%s: cannot delete the incomplete group %s", f->path, f->group_name);
   size_t n = strlen(f->path) + 48;
   f->tmp_path = malloc(n);
   if (!f->tmp_path) return rg_error_set("%s: out of memory", f->path);
   snprintf(f->tmp_path, n, "%s.%s.tmp", f->path, f->group_name);
-  f->tmp_file = H5Fcreate(f->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (rg_copy_file(f->path, f->tmp_path) != 0) {
+    close_step(f);
+    return -1;
+  }
+  f->tmp_file = H5Fopen(f->tmp_path, H5F_ACC_RDWR, H5P_DEFAULT);
+  /* A file written by refgeo before this scheme can hold an incomplete group
+   * of this step (an H5Ocopy cut short); it is dropped from the copy. */
+  if (f->tmp_file >= 0 && H5Lexists(f->tmp_file, f->group_name, H5P_DEFAULT) > 0)
+    H5Ldelete(f->tmp_file, f->group_name, H5P_DEFAULT);
   if (f->tmp_file >= 0) f->step_group = H5Gcreate2(f->tmp_file, f->group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  static const unsigned char not_yet = 0;
   long long step64 = step;
   if (f->step_group < 0 || put_attr(f->step_group, "step", H5T_NATIVE_LLONG, -1, &step64) != 0 ||
-      put_str(f->step_group, "checkpoint", checkpoint) != 0 ||
-      put_attr(f->step_group, "complete", H5T_NATIVE_UCHAR, -1, &not_yet) != 0) {
+      put_str(f->step_group, "checkpoint", checkpoint) != 0) {
     rg_error_set("%s: cannot start step %ld", f->tmp_path, step);
     close_step(f);
     return -1;
@@ -188,20 +203,22 @@ int rg_acts_begin_step(rg_acts_file *f, long step, const char *checkpoint) {
 int rg_acts_end_step(rg_acts_file *f) {
   if (f->step_group < 0) return rg_error_set("%s: no step is open", f->path);
   if (f->dset >= 0) return rg_error_set("%s: step %ld: a site is still open", f->path, f->step);
-  int rc = 0;
+  static const unsigned char done = 1;
+  int rc = put_attr(f->step_group, "complete", H5T_NATIVE_UCHAR, -1, &done);
   H5Gclose(f->step_group);
   f->step_group = H5I_INVALID_HID;
-  if (H5Fflush(f->tmp_file, H5F_SCOPE_GLOBAL) < 0 ||
-      H5Ocopy(f->tmp_file, f->group_name, f->file, f->group_name, H5P_DEFAULT, H5P_DEFAULT) < 0 ||
-      H5Fflush(f->file, H5F_SCOPE_GLOBAL) < 0) {
-    rc = rg_error_set("%s: cannot copy step %ld in from %s", f->path, f->step, f->tmp_path);
-  } else {
-    static const unsigned char done = 1;
-    hid_t g = H5Gopen2(f->file, f->group_name, H5P_DEFAULT);
-    if (g < 0 || put_attr(g, "complete", H5T_NATIVE_UCHAR, -1, &done) != 0 || H5Fflush(f->file, H5F_SCOPE_GLOBAL) < 0)
-      rc = rg_error_set("%s: cannot mark step %ld complete", f->path, f->step);
-    if (g >= 0) H5Gclose(g);
+  if (H5Fclose(f->tmp_file) < 0) rc = -1;
+  f->tmp_file = H5I_INVALID_HID;
+  if (rc != 0) {
+    rg_error_set("%s: cannot finish step %ld", f->tmp_path, f->step);
+    close_step(f);
+    return -1;
   }
+  /* The copy with the finished step replaces PATH in one rename; PATH is
+   * reopened to answer rg_acts_has_step. */
+  H5Fclose(f->file);
+  rc = rg_fsync_rename(f->tmp_path, f->path);
+  if (open_published(f) != 0) rc = -1;
   close_step(f);
   return rc;
 }

@@ -128,6 +128,36 @@ void rg_atomic_abort(rg_atomic_file *f) {
   atomic_release(f);
 }
 
+int rg_fsync_rename(const char *tmp_path, const char *path) {
+  int fd = open(tmp_path, O_RDONLY);
+  if (fd < 0) return rg_error_set("%s: %s", tmp_path, strerror(errno));
+  int rc = fsync(fd) == 0 ? 0 : rg_error_set("%s: fsync failed: %s", tmp_path, strerror(errno));
+  close(fd);
+  if (rc == 0 && rename(tmp_path, path) != 0) rc = rg_error_set("%s: rename failed: %s", path, strerror(errno));
+  return rc;
+}
+
+int rg_copy_file(const char *src, const char *dst) {
+  FILE *in = fopen(src, "rb");
+  if (!in) return rg_error_set("%s: %s", src, strerror(errno));
+  FILE *out = fopen(dst, "wb");
+  if (!out) {
+    fclose(in);
+    return rg_error_set("%s: cannot create: %s", dst, strerror(errno));
+  }
+  enum { CHUNK = 1 << 20 };
+  char *buf = malloc(CHUNK);
+  int rc = buf ? 0 : rg_error_set("%s: out of memory", src);
+  size_t n;
+  while (rc == 0 && (n = fread(buf, 1, CHUNK, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) rc = rg_error_set("%s: write failed: %s", dst, strerror(errno));
+  if (rc == 0 && ferror(in)) rc = rg_error_set("%s: read failed", src);
+  free(buf);
+  fclose(in);
+  if (fclose(out) != 0 && rc == 0) rc = rg_error_set("%s: close failed: %s", dst, strerror(errno));
+  return rc;
+}
+
 int rg_write_file_atomic(const char *path, const void *data, size_t len) {
   rg_atomic_file f;
   if (rg_atomic_open(&f, path) != 0) return -1;

@@ -41,6 +41,14 @@ void rg_atomic_abort(rg_atomic_file *f);
 /* Writes a whole buffer atomically. */
 int rg_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* For writers that build a temp file themselves (HDF5): fsyncs TMP_PATH and
+ * renames it over PATH. Returns 0, or -1 with the error set. */
+int rg_fsync_rename(const char *tmp_path, const char *path);
+
+/* Copies SRC to DST byte for byte (DST is created or truncated). Returns 0,
+ * or -1 with the error set. */
+int rg_copy_file(const char *src, const char *dst);
+
 /* 1 if PATH is a directory, 0 if not or absent. */
 int rg_is_dir(const char *path);
 /* 1 if PATH exists. */
