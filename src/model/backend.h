@@ -97,6 +97,23 @@ typedef struct rg_backend_iface {
   void (*add)(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n);
   void (*ablate)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit);
   void (*add_scaled)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c);
+  /* gradients */
+  void (*buf_zero)(rg_backend *be, rg_buf *b, size_t offset, size_t n);
+  void (*matmul_backward)(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
+                          int M, const rg_bweight *w);
+  void (*embed_backward)(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d);
+  void (*rmsnorm_backward)(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *dy, const rg_buf *x,
+                           const rg_bweight *w, int rows, int d, float eps);
+  void (*rope_backward)(rg_backend *be, rg_buf *dx, int n_tokens, int n_heads, int head_dim, const int *pos,
+                        const float *inv_freq, bool adjacent);
+  void (*swiglu_backward)(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
+                          const rg_buf *up, size_t n);
+  void (*attention_backward)(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
+                             const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a);
+  void (*kv_store_backward)(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf *dk_cache, const rg_buf *dv_cache,
+                            const rg_attn_desc *a);
+  void (*cross_entropy)(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
+                        const float *scale, int rows, int vocab);
 } rg_backend_iface;
 
 struct rg_backend {
@@ -199,6 +216,73 @@ static inline void rg_op_ablate(rg_backend *be, rg_buf *x, int rows, int d, cons
 /* x[i] += c * v for every row, v[d]. */
 static inline void rg_op_add_scaled(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c) {
   be->iface->add_scaled(be, x, rows, d, v, c);
+}
+
+/* ---------------------------------------------------------------- gradients
+ * The backward of each forward operation, for training and for gradients
+ * with respect to the input (GCG). Every one ADDS into its gradient outputs
+ * (dx += ...), as llm.c does, so that branches (q, k and v all read xn) and
+ * micro-batches accumulate; zero the buffers first with rg_buf_zero. A
+ * weight gradient is a float32 buffer of the weight's [rows, cols]; NULL
+ * skips it (a frozen weight). The backward of add is the identity, that of
+ * ablate is ablate (the projection is symmetric) and that of add_scaled the
+ * identity, so they need no operation of their own. */
+
+/* b[offset .. offset+n) = 0. */
+static inline void rg_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n) {
+  be->iface->buf_zero(be, b, offset, n);
+}
+/* For y = x . W^T + bias (rg_op_matmul): dx[M, K] += dy . W, dw[N, K] +=
+ * dy^T . x, dbias[N] += column sums of dy. dx, dw, dbias may each be NULL. */
+static inline void rg_op_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy,
+                                         const rg_buf *x, int M, const rg_bweight *w) {
+  be->iface->matmul_backward(be, dx, dw, dbias, dy, x, M, w);
+}
+/* For rg_op_embed: dw[ids[i], :] += dy[i, :] (dw is [vocab, d]). */
+static inline void rg_op_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n,
+                                        int d) {
+  be->iface->embed_backward(be, dw, dy, ids, n, d);
+}
+/* For rg_op_rmsnorm: dx += d y / d x applied to dy, dw[d] += sum over rows of
+ * dy * x * rsqrt(mean(x^2) + eps). dx must not alias dy or x; dw may be NULL. */
+static inline void rg_op_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *dy, const rg_buf *x,
+                                          const rg_bweight *w, int rows, int d, float eps) {
+  be->iface->rmsnorm_backward(be, dx, dw, dy, x, w, rows, d, eps);
+}
+/* For rg_op_rope, in place: dx becomes the gradient before the rotation
+ * (each pair rotated back by the same angle). The one non-accumulating
+ * gradient operation. */
+static inline void rg_op_rope_backward(rg_backend *be, rg_buf *dx, int n_tokens, int n_heads, int head_dim,
+                                       const int *pos, const float *inv_freq, bool adjacent) {
+  be->iface->rope_backward(be, dx, n_tokens, n_heads, head_dim, pos, inv_freq, adjacent);
+}
+/* For out = silu(gate) * up: dgate += dy * up * silu'(gate), dup += dy *
+ * silu(gate). */
+static inline void rg_op_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy,
+                                         const rg_buf *gate, const rg_buf *up, size_t n) {
+  be->iface->swiglu_backward(be, dgate, dup, dy, gate, up, n);
+}
+/* For rg_op_attention over the batch's tokens: dq[n_tokens, n_heads*hd] +=,
+ * and the cache-shaped dk_cache / dv_cache += at every cache row the batch
+ * attended to (rows cached by earlier calls get gradients too, but nothing
+ * carries them further: train on whole sequences in one batch). */
+static inline void rg_op_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache,
+                                            const rg_buf *dy, const rg_buf *q, const rg_buf *k_cache,
+                                            const rg_buf *v_cache, const rg_attn_desc *a) {
+  be->iface->attention_backward(be, dq, dk_cache, dv_cache, dy, q, k_cache, v_cache, a);
+}
+/* For rg_op_kv_store: dk[t] += dk_cache[slot of t], the same for v. */
+static inline void rg_op_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf *dk_cache,
+                                           const rg_buf *dv_cache, const rg_attn_desc *a) {
+  be->iface->kv_store_backward(be, dk, dv, dk_cache, dv_cache, a);
+}
+/* Cross entropy of logits[rows, vocab] against targets[rows] (each in
+ * [0, vocab)): losses[r] = logsumexp(logits[r]) - logits[r, targets[r]]
+ * (overwritten), and dlogits[r] += scale[r] * (softmax(logits[r]) -
+ * onehot(targets[r])), the gradient of sum_r scale[r] * losses[r]. */
+static inline void rg_op_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits,
+                                       const int32_t *targets, const float *scale, int rows, int vocab) {
+  be->iface->cross_entropy(be, losses, dlogits, logits, targets, scale, rows, vocab);
 }
 
 #endif

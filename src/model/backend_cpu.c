@@ -9,6 +9,7 @@
  * (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
  *
  * Everything else (norms, RoPE, attention, elementwise ops) is OpenMP loops.
+ * The gradient operations are in backend_cpu_grad.c.
  * One OpenMP team of `threads` threads does all the work: a matmul gives
  * each thread a slice of the weight rows and a single-threaded sgemm
  * (Debian's OpenBLAS is the pthreads build; its own thread count is set to 1
@@ -25,31 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/backend_cpu_internal.h"
 #include "util/error.h"
-
-/* Floats of dequantized weight per thread's sgemm tile (4 MiB): large
- * enough that sgemm runs near its peak, small enough to stay in cache. */
-enum { TILE_FLOATS = 1 << 20 };
-/* Below this many floats an elementwise op runs on one thread: forking the
- * team costs more than the work. */
-enum { PAR_MIN = 1 << 14 };
-
-typedef struct {
-  rg_backend base;
-  bool copy_f32; /* the decision for non-f32 matrices */
-  float *tile;   /* dequantization scratch for tiled weights, tile_floats per thread */
-  size_t tile_floats;
-} cpu_backend;
-
-struct rg_bweight {
-  const rg_tensor *t;
-  int64_t rows, cols;
-  size_t row_bytes; /* of one row in the file dtype */
-  const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
-  float *owned;     /* the copy we allocated, freed with the weight */
-};
-
-static cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -86,10 +64,6 @@ static void cpu_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, cons
 }
 
 /* ---------------------------------------------------------------- weights */
-
-static const uint8_t *row_ptr(const rg_bweight *w, int64_t r) {
-  return (const uint8_t *)w->t->data + (size_t)r * w->row_bytes;
-}
 
 /* Dequantizes rows [r0, r0+n) into dst; the dtype was checked at creation,
  * so rg_dequantize_row cannot fail here. */
@@ -232,8 +206,8 @@ static void cpu_rmsnorm(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bwe
   }
 }
 
-static void cpu_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
-                     const float *inv_freq, bool adjacent) {
+void cpu_rope_rotate(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
+                     const float *inv_freq, bool adjacent, float sign) {
   const int half = head_dim / 2;
   float *xd = x->data;
 #pragma omp parallel for schedule(static) if ((size_t)n_tokens * n_heads * head_dim > PAR_MIN)
@@ -242,7 +216,7 @@ static void cpu_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int h
     for (int i = 0; i < half; i++) {
       float ang = (float)pos[t] * inv_freq[i];
       cs[i] = cosf(ang);
-      sn[i] = sinf(ang);
+      sn[i] = sign * sinf(ang);
     }
     for (int h = 0; h < n_heads; h++) {
       float *v = xd + ((size_t)t * n_heads + h) * head_dim;
@@ -254,6 +228,11 @@ static void cpu_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int h
       }
     }
   }
+}
+
+static void cpu_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
+                     const float *inv_freq, bool adjacent) {
+  cpu_rope_rotate(be, x, n_tokens, n_heads, head_dim, pos, inv_freq, adjacent, 1.0f);
 }
 
 static void cpu_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n) {
@@ -301,20 +280,6 @@ static void cpu_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const
     memcpy(k_cache->data + slot, k->data + t * kvd, kvd * sizeof(float));
     memcpy(v_cache->data + slot, v->data + t * kvd, kvd * sizeof(float));
   }
-}
-
-/* Dot product with 8 independent partial sums, which the compiler turns
- * into one SIMD register (a single running sum is a serial dependency it
- * may not reorder). */
-static inline float dot8(const float *a, const float *b, int n) {
-  float acc[8] = {0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
-  float s = 0;
-  for (; i < n; i++) s += a[i] * b[i];
-  for (int j = 0; j < 8; j++) s += acc[j];
-  return s;
 }
 
 /* One pass over the keys with an online softmax (running max m, running
@@ -383,6 +348,15 @@ static const rg_backend_iface CPU_IFACE = {
     .add = cpu_add,
     .ablate = cpu_ablate,
     .add_scaled = cpu_add_scaled,
+    .buf_zero = cpu_buf_zero,
+    .matmul_backward = cpu_matmul_backward,
+    .embed_backward = cpu_embed_backward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rope_backward = cpu_rope_backward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .attention_backward = cpu_attention_backward,
+    .kv_store_backward = cpu_kv_store_backward,
+    .cross_entropy = cpu_cross_entropy,
 };
 
 rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {

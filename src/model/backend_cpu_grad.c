@@ -1,0 +1,231 @@
+/* backend_cpu_grad.c: the CPU backend's gradient operations (backend.h,
+ * "gradients"). Matrix products are cblas_sgemm with beta = 1, so they add
+ * into the gradients; the rest are OpenMP loops. Work is split so that no
+ * two threads ever add into the same float: matmul's dx by column slices
+ * and dw by row slices, attention's dk/dv by (sequence, kv head), rmsnorm's
+ * dw by columns. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "model/backend_cpu_internal.h"
+
+void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n) {
+  memset(b->data + offset, 0, n * sizeof(float));
+}
+
+/* [lo, hi) of thread tid's share of n items in groups of g (the last one ragged). */
+static void slice(int n, int g, int tid, int nt, int *lo, int *hi) {
+  const int groups = (n + g - 1) / g;
+  *lo = groups * tid / nt * g;
+  *hi = groups * (tid + 1) / nt * g;
+  if (*hi > n) *hi = n;
+  if (*lo > n) *lo = n;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
+                         int M, const rg_bweight *w) {
+  const int K = (int)w->cols, N = (int)w->rows;
+  if (M <= 0) return;
+  cpu_backend *c = cpu(be);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1); /* one OpenMP team does all the work, as in cpu_matmul */
+  /* A tiled weight is dequantized one shared tile of rows at a time, by all
+   * threads, into the backend's scratch (tile_floats per thread). */
+  const int tile_rows = w->f32 ? 0 : (int)(c->tile_floats * (size_t)be->threads / (size_t)K);
+#pragma omp parallel num_threads(be->threads)
+  {
+    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    int n0, n1, k0, k1;
+    slice(N, 16, tid, nt, &n0, &n1);
+    slice(K, 16, tid, nt, &k0, &k1);
+    if (dw && n1 > n0)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n1 - n0, K, M, 1.0f, dy->data + n0, N, x->data, K, 1.0f,
+                  dw->data + (size_t)n0 * K, K);
+    if (dbias)
+      for (int n = n0; n < n1; n++) {
+        float sum = 0;
+        for (int m = 0; m < M; m++) sum += dy->data[(size_t)m * N + n];
+        dbias->data[n] += sum;
+      }
+    if (dx && w->f32) {
+      if (k1 > k0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, k1 - k0, N, 1.0f, dy->data, N, w->f32 + k0, K, 1.0f,
+                    dx->data + k0, K);
+    } else if (dx) {
+      for (int r0 = 0; r0 < N; r0 += tile_rows) {
+        const int nr = N - r0 < tile_rows ? N - r0 : tile_rows;
+#pragma omp for schedule(static)
+        for (int r = 0; r < nr; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), c->tile + (size_t)r * K, K);
+        /* (the omp for ends with a barrier: the tile is complete) */
+        if (k1 > k0)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, k1 - k0, nr, 1.0f, dy->data + r0, N,
+                      c->tile + k0, K, 1.0f, dx->data + k0, K);
+#pragma omp barrier
+      }
+    }
+  }
+  openblas_set_num_threads(blas_threads);
+}
+
+void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d) {
+  /* Serial over tokens (repeated ids add into one row); n * d is small
+   * next to any matmul of the same batch. */
+  for (int i = 0; i < n; i++) {
+    float *row = dw->data + (size_t)ids[i] * d;
+    const float *g = dy->data + (size_t)i * d;
+    for (int j = 0; j < d; j++) row[j] += g[j];
+  }
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+/* y = g * x * r with r = (mean(x^2) + eps)^-1/2:
+ * dx_j = r g_j dy_j - x_j r^3 / d * sum_i g_i dy_i x_i,  dg_j = sum_rows dy_j x_j r. */
+static double inv_rms(const float *x, int d, float eps) {
+  double ss = 0;
+  for (int i = 0; i < d; i++) ss += (double)x[i] * x[i];
+  return 1.0 / sqrt(ss / d + eps);
+}
+
+void cpu_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *dy, const rg_buf *x,
+                          const rg_bweight *w, int rows, int d, float eps) {
+  const float *g = w->f32;
+#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x->data + (size_t)r * d, *gr = dy->data + (size_t)r * d;
+    double dot = 0;
+    for (int i = 0; i < d; i++) dot += (double)g[i] * gr[i] * xr[i];
+    const double rr = inv_rms(xr, d, eps);
+    const float a = (float)rr, b = (float)(rr * rr * rr * dot / d);
+    float *dr = dx->data + (size_t)r * d;
+    for (int i = 0; i < d; i++) dr[i] += a * g[i] * gr[i] - b * xr[i];
+  }
+  /* Every row adds into all of dw: serial over rows (rows * d work, small
+   * next to the matmuls around a norm). */
+  if (dw)
+    for (int r = 0; r < rows; r++) {
+      const float *xr = x->data + (size_t)r * d, *gr = dy->data + (size_t)r * d;
+      const float rr = (float)inv_rms(xr, d, eps);
+      for (int i = 0; i < d; i++) dw->data[i] += gr[i] * xr[i] * rr;
+    }
+}
+
+void cpu_rope_backward(rg_backend *be, rg_buf *dx, int n_tokens, int n_heads, int head_dim, const int *pos,
+                       const float *inv_freq, bool adjacent) {
+  /* A rotation's transpose is the rotation by the opposite angle. */
+  cpu_rope_rotate(be, dx, n_tokens, n_heads, head_dim, pos, inv_freq, adjacent, -1.0f);
+}
+
+/* out = silu(g) u, silu(g) = g s(g): dout/du = silu(g), dout/dg = u s (1 + g (1 - s)). */
+void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
+                         const rg_buf *up, size_t n) {
+  const float *g = gate->data, *u = up->data, *d = dy->data;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+  for (size_t i = 0; i < n; i++) {
+    const float s = 1.0f / (1.0f + expf(-g[i]));
+    dgate->data[i] += d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+    dup->data[i] += d[i] * g[i] * s;
+  }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* For one query (token t, head h) with scores s_j = q.k_j / sqrt(hd) over
+ * its keys, P = softmax(s), out = sum_j P_j v_j:
+ *   dv_j += P_j dout,  dP_j = dout . v_j,  dS_j = P_j (dP_j - dout . out),
+ *   dq += dS_j k_j / sqrt(hd),  dk_j += dS_j q / sqrt(hd).
+ * Nothing is saved by the forward and nothing is allocated: a first pass
+ * over the keys finds the softmax's max and sum and dout . out (online, as
+ * the forward), a second recomputes each P_j and adds the gradients.
+ * Work items are (sequence, kv head) pairs, the owners of disjoint cache
+ * rows of dk/dv; a query head belongs to one kv head's group. */
+void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
+                            const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a) {
+  const int hd = a->head_dim, nh = a->n_heads, nkv = a->n_kv_heads, group = nh / nkv;
+  const size_t kvd = (size_t)nkv * hd;
+  const float scale = 1.0f / sqrtf((float)hd);
+  int n_seqs = 0;
+  for (int t = 0; t < a->n_tokens; t++)
+    if (a->seq[t] + 1 > n_seqs) n_seqs = a->seq[t] + 1;
+  const int n_work = n_seqs * nkv;
+#pragma omp parallel for schedule(dynamic, 1) if (n_work > 1)
+  for (int wi = 0; wi < n_work; wi++) {
+    const int sq = wi / nkv, kvh = wi % nkv;
+    const size_t base = (size_t)sq * a->max_ctx * kvd + (size_t)kvh * hd;
+    const float *kc = k_cache->data + base, *vc = v_cache->data + base;
+    float *dkc = dk_cache->data + base, *dvc = dv_cache->data + base;
+    for (int t = 0; t < a->n_tokens; t++) {
+      if (a->seq[t] != sq) continue;
+      const int pt = a->pos[t];
+      const int lo = a->window > 0 && pt - a->window + 1 > 0 ? pt - a->window + 1 : 0;
+      for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float *qv = q->data + ((size_t)t * nh + h) * hd, *go = dy->data + ((size_t)t * nh + h) * hd;
+        float *dqv = dq->data + ((size_t)t * nh + h) * hd;
+        float m = -INFINITY;
+        double l = 0, acc = 0; /* sum of e_j and of e_j (dout . v_j), e_j = exp(s_j - m) */
+        for (int j = lo; j <= pt; j++) {
+          const float sj = dot8(qv, kc + (size_t)j * kvd, hd) * scale;
+          if (sj > m) {
+            const double r = exp((double)m - sj); /* 0 on the first key */
+            l *= r;
+            acc *= r;
+            m = sj;
+          }
+          const double e = exp((double)sj - m);
+          l += e;
+          acc += e * dot8(go, vc + (size_t)j * kvd, hd);
+        }
+        const float dot_out = (float)(acc / l);
+        for (int j = lo; j <= pt; j++) {
+          const float *kj = kc + (size_t)j * kvd, *vj = vc + (size_t)j * kvd;
+          float *dkj = dkc + (size_t)j * kvd, *dvj = dvc + (size_t)j * kvd;
+          const float pj = (float)(exp((double)(dot8(qv, kj, hd) * scale) - m) / l);
+          const float ds = pj * (dot8(go, vj, hd) - dot_out) * scale;
+          for (int i = 0; i < hd; i++) {
+            dvj[i] += pj * go[i];
+            dqv[i] += ds * kj[i];
+            dkj[i] += ds * qv[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf *dk_cache, const rg_buf *dv_cache,
+                           const rg_attn_desc *a) {
+  const size_t kvd = (size_t)a->n_kv_heads * a->head_dim;
+  for (int t = 0; t < a->n_tokens; t++) {
+    const size_t slot = ((size_t)a->seq[t] * a->max_ctx + a->pos[t]) * kvd;
+    for (size_t i = 0; i < kvd; i++) {
+      dk->data[t * kvd + i] += dk_cache->data[slot + i];
+      dv->data[t * kvd + i] += dv_cache->data[slot + i];
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- loss */
+
+void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
+                       const float *scale, int rows, int vocab) {
+#pragma omp parallel for schedule(static) if ((size_t)rows * vocab > PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    const float *z = logits->data + (size_t)r * vocab;
+    float m = z[0];
+    for (int v = 1; v < vocab; v++)
+      if (z[v] > m) m = z[v];
+    double sum = 0;
+    for (int v = 0; v < vocab; v++) sum += exp((double)z[v] - m);
+    const double lse = m + log(sum);
+    losses->data[r] = (float)(lse - z[targets[r]]);
+    if (dlogits && scale[r] != 0) {
+      float *g = dlogits->data + (size_t)r * vocab;
+      for (int v = 0; v < vocab; v++) g[v] += scale[r] * (float)exp((double)z[v] - lse);
+      g[targets[r]] -= scale[r];
+    }
+  }
+}

@@ -1,0 +1,78 @@
+/* backend_cpu_internal.h: what the CPU backend's files share (private to
+ * backend_cpu.c, which holds the forward operations and the operation
+ * table, and backend_cpu_grad.c, which holds the gradient operations). */
+#ifndef RG_BACKEND_CPU_INTERNAL_H
+#define RG_BACKEND_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/backend.h"
+
+/* Floats of dequantized weight per thread's sgemm tile (4 MiB): large
+ * enough that sgemm runs near its peak, small enough to stay in cache. */
+enum { TILE_FLOATS = 1 << 20 };
+/* Below this many floats an elementwise op runs on one thread: forking the
+ * team costs more than the work. */
+enum { PAR_MIN = 1 << 14 };
+
+typedef struct {
+  rg_backend base;
+  bool copy_f32; /* the decision for non-f32 matrices */
+  float *tile;   /* dequantization scratch for tiled weights, tile_floats per thread */
+  size_t tile_floats;
+} cpu_backend;
+
+struct rg_bweight {
+  const rg_tensor *t;
+  int64_t rows, cols;
+  size_t row_bytes; /* of one row in the file dtype */
+  const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
+  float *owned;     /* the copy we allocated, freed with the weight */
+};
+
+static inline cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
+
+static inline const uint8_t *row_ptr(const rg_bweight *w, int64_t r) {
+  return (const uint8_t *)w->t->data + (size_t)r * w->row_bytes;
+}
+
+/* Dot product with 8 independent partial sums, which the compiler turns
+ * into one SIMD register (a single running sum is a serial dependency it
+ * may not reorder). */
+static inline float dot8(const float *a, const float *b, int n) {
+  float acc[8] = {0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; i++) s += a[i] * b[i];
+  for (int j = 0; j < 8; j++) s += acc[j];
+  return s;
+}
+
+/* Rotates x's pairs by sign * (float)pos[t] * inv_freq[i]: +1 is RoPE, -1
+ * its transpose (the backward of RoPE). */
+void cpu_rope_rotate(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
+                     const float *inv_freq, bool adjacent, float sign);
+
+/* backend_cpu_grad.c: the gradient entries of the operation table. */
+void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n);
+void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
+                         int M, const rg_bweight *w);
+void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d);
+void cpu_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *dy, const rg_buf *x,
+                          const rg_bweight *w, int rows, int d, float eps);
+void cpu_rope_backward(rg_backend *be, rg_buf *dx, int n_tokens, int n_heads, int head_dim, const int *pos,
+                       const float *inv_freq, bool adjacent);
+void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
+                         const rg_buf *up, size_t n);
+void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
+                            const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a);
+void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf *dk_cache, const rg_buf *dv_cache,
+                           const rg_attn_desc *a);
+void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
+                       const float *scale, int rows, int vocab);
+
+#endif
