@@ -99,6 +99,7 @@ typedef struct rg_backend_iface {
   void (*add_scaled)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c);
   /* gradients */
   void (*buf_zero)(rg_backend *be, rg_buf *b, size_t offset, size_t n);
+  void (*gather_rows_backward)(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width);
   void (*matmul_backward)(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
                           int M, const rg_bweight *w);
   void (*embed_backward)(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d);
@@ -231,6 +232,11 @@ static inline void rg_op_add_scaled(rg_backend *be, rg_buf *x, int rows, int d, 
 /* b[offset .. offset+n) = 0. */
 static inline void rg_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n) {
   be->iface->buf_zero(be, b, offset, n);
+}
+/* For rg_buf_gather_rows: dsrc[rows[i], :] += ddst[i, :]. */
+static inline void rg_op_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows,
+                                              int n, int width) {
+  be->iface->gather_rows_backward(be, dsrc, ddst, rows, n, width);
 }
 /* For y = x . W^T + bias (rg_op_matmul): dx[M, K] += dy . W, dw[N, K] +=
  * dy^T . x, dbias[N] += column sums of dy. dx, dw, dbias may each be NULL. */

@@ -349,6 +349,7 @@ static const rg_backend_iface CPU_IFACE = {
     .ablate = cpu_ablate,
     .add_scaled = cpu_add_scaled,
     .buf_zero = cpu_buf_zero,
+    .gather_rows_backward = cpu_gather_rows_backward,
     .matmul_backward = cpu_matmul_backward,
     .embed_backward = cpu_embed_backward,
     .rmsnorm_backward = cpu_rmsnorm_backward,

@@ -15,6 +15,14 @@ void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n) {
   memset(b->data + offset, 0, n * sizeof(float));
 }
 
+void cpu_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width) {
+  for (int i = 0; i < n; i++) { /* serial: rows may repeat */
+    float *d = dsrc->data + (size_t)rows[i] * width;
+    const float *g = ddst->data + (size_t)i * width;
+    for (int j = 0; j < width; j++) d[j] += g[j];
+  }
+}
+
 /* [lo, hi) of thread tid's share of n items in groups of g (the last one ragged). */
 static void slice(int n, int g, int tid, int nt, int *lo, int *hi) {
   const int groups = (n + g - 1) / g;

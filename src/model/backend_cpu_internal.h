@@ -59,6 +59,7 @@ void cpu_rope_rotate(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int h
 
 /* backend_cpu_grad.c: the gradient entries of the operation table. */
 void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n);
+void cpu_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width);
 void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
                          int M, const rg_bweight *w);
 void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d);

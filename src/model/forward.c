@@ -17,45 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/session_internal.h"
 #include "util/error.h"
 
 enum { DEFAULT_BATCH_TOKENS = 512 };
-
-typedef struct {
-  rg_bweight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
-  rg_bweight *ffn_norm, *w_gate, *w_up, *w_down;
-} layer_w;
-
-typedef struct {
-  rg_buf *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up; /* [max_batch_tokens, width] */
-  rg_buf *last, *logits;                               /* [max_logit_rows, d / vocab] */
-} act_bufs;
-
-struct rg_session {
-  const rg_model *m;
-  rg_config cfg;
-  rg_backend *be;
-  int max_seqs, max_ctx, max_tokens, max_logits;
-  layer_w *lw;
-  rg_bweight *tok_embd, *out_norm, *lm_head; /* lm_head == tok_embd when tied */
-  float *inv_freq;                           /* [head_dim/2] */
-  rg_buf **k_cache, **v_cache;               /* per layer [max_seqs, max_ctx, kv_dim] */
-  act_bufs a;
-  /* interventions */
-  rg_buf *ablate_unit, *actadd_vec;
-  bool ablate_on, actadd_on;
-  int actadd_layer;
-  float actadd_coeff;
-  rg_capture cap;
-  bool cap_on;
-  /* host bookkeeping */
-  int *seq_len;       /* [max_seqs] */
-  int *pos;           /* [max_tokens] positions of the current batch */
-  int *chunk_seq;     /* [max_tokens] prefill chunk sequence ids */
-  int32_t *chunk_ids; /* [max_tokens] */
-  int *rows;          /* [max(max_tokens, max_logits)] logit rows / 0..n-1 */
-  float *hook_rows;   /* [max_tokens, d_model] host copy for hooks */
-};
 
 /* ---------------------------------------------------------------- setup */
 
@@ -223,8 +188,9 @@ rg_session *rg_session_new(const rg_model *m, int max_seqs, int max_ctx, const r
   if (s->max_tokens > cap) s->max_tokens = (int)cap;
   s->max_logits = o.max_logit_rows > 0 ? o.max_logit_rows : max_seqs;
   rg_backend_opts bo = {.threads = o.threads, .weight_mode = o.weight_mode, .f32_weight_bytes = matrix_f32_bytes(m)};
+  s->train = o.train;
   if (!(s->be = rg_backend_cpu_new(&bo)) || prepare_weights(s) < 0 || rope_frequencies(s) < 0 ||
-      alloc_buffers(s) < 0) {
+      alloc_buffers(s) < 0 || (s->train && rg_session_train_alloc(s) < 0)) {
     rg_session_free(s);
     return NULL;
   }
@@ -235,6 +201,7 @@ void rg_session_free(rg_session *s) {
   if (!s) return;
   rg_backend *be = s->be;
   if (be) {
+    rg_session_train_free(s);
     if (s->lw)
       for (int l = 0; l < s->cfg.n_layers; l++) {
         layer_w *w = &s->lw[l];
@@ -340,6 +307,22 @@ static void hook(rg_session *s, rg_hook_site site, int layer, const rg_buf *x, i
 
 /* ---------------------------------------------------------------- the pass */
 
+/* The last block's output (the final norm's input). */
+static rg_buf *final_output(rg_session *s) { return s->train ? s->tr.x_final : s->a.x; }
+
+/* Block l's buffers (session_internal.h, layer_acts); *x_out is where it
+ * writes its output. */
+static layer_acts block_buffers(rg_session *s, int l, rg_buf **x_out) {
+  if (s->train) {
+    *x_out = l + 1 < s->cfg.n_layers ? s->tr.saved[l + 1].x_in : s->tr.x_final;
+    return s->tr.saved[l];
+  }
+  act_bufs *a = &s->a;
+  *x_out = a->x;
+  return (layer_acts){.x_in = a->x, .xn1 = a->xn, .q = a->q, .att = a->att, .x_mid = a->x, .xn2 = a->xn,
+                      .gate = a->gate, .up = a->up};
+}
+
 static void run_layer(rg_session *s, int l, int n, const int *seq) {
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->lw[l];
@@ -349,34 +332,51 @@ static void run_layer(rg_session *s, int l, int n, const int *seq) {
   const rg_attn_desc ad = {.n_tokens = n, .seq = seq, .pos = s->pos, .n_heads = c->n_heads,
                            .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
                            .window = c->sliding_window, .max_ctx = s->max_ctx};
+  rg_buf *x_out;
+  const layer_acts A = block_buffers(s, l, &x_out);
+  /* silu(gate) * up: in place in inference, kept apart for the backward */
+  rg_buf *h = s->train ? s->tr.h : A.gate;
 
-  if (s->ablate_on) rg_op_ablate(be, a->x, n, d, s->ablate_unit);
-  if (s->actadd_on && l == s->actadd_layer) rg_op_add_scaled(be, a->x, n, d, s->actadd_vec, s->actadd_coeff);
-  hook(s, RG_HOOK_RESID_PRE, l, a->x, n, seq);
+  if (s->ablate_on) rg_op_ablate(be, A.x_in, n, d, s->ablate_unit);
+  if (s->actadd_on && l == s->actadd_layer) rg_op_add_scaled(be, A.x_in, n, d, s->actadd_vec, s->actadd_coeff);
+  hook(s, RG_HOOK_RESID_PRE, l, A.x_in, n, seq);
 
-  rg_op_rmsnorm(be, a->xn, a->x, w->attn_norm, n, d, c->rms_eps);
-  rg_op_matmul(be, a->q, a->xn, n, w->wq, w->bq);
-  rg_op_matmul(be, a->k, a->xn, n, w->wk, w->bk);
-  rg_op_matmul(be, a->v, a->xn, n, w->wv, w->bv);
-  rg_op_rope(be, a->q, n, c->n_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
+  rg_op_rmsnorm(be, A.xn1, A.x_in, w->attn_norm, n, d, c->rms_eps);
+  rg_op_matmul(be, A.q, A.xn1, n, w->wq, w->bq);
+  rg_op_matmul(be, a->k, A.xn1, n, w->wk, w->bk);
+  rg_op_matmul(be, a->v, A.xn1, n, w->wv, w->bv);
+  rg_op_rope(be, A.q, n, c->n_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
   rg_op_rope(be, a->k, n, c->n_kv_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
   rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
-  rg_op_attention(be, a->att, a->q, s->k_cache[l], s->v_cache[l], &ad);
-  rg_op_matmul(be, a->tmp, a->att, n, w->wo, NULL);
+  rg_op_attention(be, A.att, A.q, s->k_cache[l], s->v_cache[l], &ad);
+  rg_op_matmul(be, a->tmp, A.att, n, w->wo, NULL);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
   hook(s, RG_HOOK_ATTN_OUT, l, a->tmp, n, seq);
-  rg_op_add(be, a->x, a->x, a->tmp, (size_t)n * d);
-  hook(s, RG_HOOK_RESID_MID, l, a->x, n, seq);
+  rg_op_add(be, A.x_mid, A.x_in, a->tmp, (size_t)n * d);
+  hook(s, RG_HOOK_RESID_MID, l, A.x_mid, n, seq);
 
-  rg_op_rmsnorm(be, a->xn, a->x, w->ffn_norm, n, d, c->rms_eps);
-  rg_op_matmul(be, a->gate, a->xn, n, w->w_gate, NULL);
-  rg_op_matmul(be, a->up, a->xn, n, w->w_up, NULL);
-  rg_op_swiglu(be, a->gate, a->gate, a->up, (size_t)n * c->d_ff);
-  rg_op_matmul(be, a->tmp, a->gate, n, w->w_down, NULL);
+  rg_op_rmsnorm(be, A.xn2, A.x_mid, w->ffn_norm, n, d, c->rms_eps);
+  rg_op_matmul(be, A.gate, A.xn2, n, w->w_gate, NULL);
+  rg_op_matmul(be, A.up, A.xn2, n, w->w_up, NULL);
+  rg_op_swiglu(be, h, A.gate, A.up, (size_t)n * c->d_ff);
+  rg_op_matmul(be, a->tmp, h, n, w->w_down, NULL);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
   hook(s, RG_HOOK_MLP_OUT, l, a->tmp, n, seq);
-  rg_op_add(be, a->x, a->x, a->tmp, (size_t)n * d);
-  hook(s, RG_HOOK_RESID_POST, l, a->x, n, seq);
+  rg_op_add(be, x_out, A.x_mid, a->tmp, (size_t)n * d);
+  hook(s, RG_HOOK_RESID_POST, l, x_out, n, seq);
+}
+
+/* A training session keeps what its backward needs to know of the batch. */
+static void record_batch(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows,
+                         int n_logits, bool whole) {
+  train_state *t = &s->tr;
+  memcpy(t->ids, ids, (size_t)n * sizeof *ids);
+  memcpy(t->seq, seq, (size_t)n * sizeof *seq);
+  memcpy(t->logit_rows, logit_rows, (size_t)n_logits * sizeof *logit_rows);
+  t->n = n;
+  t->n_logits = n_logits;
+  t->whole = whole;
+  t->have_dlogits = false;
 }
 
 int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
@@ -393,6 +393,8 @@ int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, co
     if (ids[i] < 0 || ids[i] >= c->vocab_size)
       return rg_error_set("eval: token id %d out of range [0, %d)", (int)ids[i], c->vocab_size);
   }
+  bool whole = true; /* every sequence starts in this batch (for backward) */
+  for (int i = 0; i < n; i++) whole = whole && s->seq_len[seq[i]] == 0;
   for (int i = 0; i < n; i++) s->pos[i] = s->seq_len[seq[i]]++;
   for (int i = 0; i < n; i++)
     if (s->pos[i] >= s->max_ctx) {
@@ -406,10 +408,11 @@ int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, co
     }
 
   rg_backend *be = s->be;
-  rg_op_embed(be, s->a.x, s->tok_embd, ids, n);
+  rg_op_embed(be, s->train ? s->tr.saved[0].x_in : s->a.x, s->tok_embd, ids, n);
   for (int l = 0; l < c->n_layers; l++) run_layer(s, l, n, seq);
+  if (s->train) record_batch(s, ids, seq, n, logit_rows, n_logits, whole);
   if (n_logits > 0) {
-    rg_buf_gather_rows(be, s->a.last, s->a.x, logit_rows, n_logits, c->d_model);
+    rg_buf_gather_rows(be, s->a.last, final_output(s), logit_rows, n_logits, c->d_model);
     rg_op_rmsnorm(be, s->a.last, s->a.last, s->out_norm, n_logits, c->d_model, c->rms_eps);
     rg_op_matmul(be, s->a.logits, s->a.last, n_logits, s->lm_head, NULL);
     rg_buf_download(be, s->a.logits, 0, logits, (size_t)n_logits * c->vocab_size);

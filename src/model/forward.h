@@ -41,6 +41,11 @@ typedef struct {
   /* Most rows of logits one call returns; 0 = max_seqs. Set it to
    * max_batch_tokens to get logits at every position (training, KL). */
   int max_logit_rows;
+  /* A training session: every block keeps its activations of the last
+   * rg_session_eval (5 d + 2 n_heads*head_dim + 2 d_ff floats per token and
+   * layer, for max_batch_tokens tokens) for rg_session_backward
+   * (backward.h). */
+  bool train;
 } rg_session_opts;
 
 /* NULL with the error set (bad sizes, unsupported weights, out of memory). */

@@ -1,0 +1,275 @@
+/* backward.c: the reverse of forward.c's pass, block by block, with the
+ * backend's gradient operations (backend.h). Per block, in reverse order of
+ * forward.c's (d* is the gradient of the loss with respect to *):
+ *   dmlp = dx_out [ablate];  dh = dmlp . W_down;  dgate, dup = swiglu'(dh)
+ *   dxn2 = dgate . W_gate + dup . W_up;  dx_mid = dx_out + rmsnorm'(dxn2)
+ *   dattn = dx_mid [ablate];  datt = dattn . W_o;  dq, dk, dv = attention'(datt)
+ *   rope' on dq and dk;  dxn1 = dq . W_q + dk . W_k + dv . W_v
+ *   dx_in = dx_mid + rmsnorm'(dxn1) [ablate]
+ * with every weight gradient added on the way. silu(gate) * up is
+ * recomputed from the saved gate and up rather than kept per block.
+ */
+#include "model/backward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/session_internal.h"
+#include "util/error.h"
+
+typedef struct {
+  rg_buf *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
+  rg_buf *ffn_norm, *w_gate, *w_up, *w_down;
+} layer_g;
+
+struct rg_grads {
+  rg_session *s;
+  layer_g *lg;
+  rg_buf *tok_embd, *out_norm, *lm_head; /* lm_head == tok_embd when tied */
+  int n;                                 /* entries */
+  const rg_tensor **tensors;
+  rg_buf **bufs;
+};
+
+/* ---------------------------------------------------------------- training buffers */
+
+static size_t cache_floats(const rg_session *s) {
+  return (size_t)s->max_seqs * s->max_ctx * s->cfg.n_kv_heads * s->cfg.head_dim;
+}
+
+int rg_session_train_alloc(rg_session *s) {
+  const rg_config *c = &s->cfg;
+  const size_t T = (size_t)s->max_tokens, R = (size_t)s->max_logits, d = (size_t)c->d_model;
+  const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+  const size_t ff = (size_t)c->d_ff, V = (size_t)c->vocab_size;
+  train_state *t = &s->tr;
+  rg_backend *be = s->be;
+  t->saved = calloc((size_t)c->n_layers, sizeof *t->saved);
+  t->ids = malloc(T * sizeof *t->ids);
+  t->seq = malloc(T * sizeof *t->seq);
+  t->logit_rows = malloc(R * sizeof *t->logit_rows);
+  if (!t->saved || !t->ids || !t->seq || !t->logit_rows) return rg_error_set("session: out of memory");
+  for (int l = 0; l < c->n_layers; l++) {
+    layer_acts *A = &t->saved[l];
+    if (!(A->x_in = rg_buf_new(be, T * d)) || !(A->xn1 = rg_buf_new(be, T * d)) || !(A->q = rg_buf_new(be, T * qd)) ||
+        !(A->att = rg_buf_new(be, T * qd)) || !(A->x_mid = rg_buf_new(be, T * d)) ||
+        !(A->xn2 = rg_buf_new(be, T * d)) || !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
+      return rg_error_prefix("training activations of block %d", l);
+  }
+  if (!(t->x_final = rg_buf_new(be, T * d)) || !(t->h = rg_buf_new(be, T * ff)) || !(t->dx = rg_buf_new(be, T * d)) ||
+      !(t->dxn = rg_buf_new(be, T * d)) || !(t->dtmp = rg_buf_new(be, T * d)) || !(t->dq = rg_buf_new(be, T * qd)) ||
+      !(t->dk = rg_buf_new(be, T * kvd)) || !(t->dv = rg_buf_new(be, T * kvd)) ||
+      !(t->datt = rg_buf_new(be, T * qd)) || !(t->dh = rg_buf_new(be, T * ff)) ||
+      !(t->dgate = rg_buf_new(be, T * ff)) || !(t->dup = rg_buf_new(be, T * ff)) ||
+      !(t->dk_cache = rg_buf_new(be, cache_floats(s))) || !(t->dv_cache = rg_buf_new(be, cache_floats(s))) ||
+      !(t->normed = rg_buf_new(be, R * d)) || !(t->dlast = rg_buf_new(be, R * d)) ||
+      !(t->dnormed = rg_buf_new(be, R * d)) || !(t->dlogits = rg_buf_new(be, R * V)) ||
+      !(t->losses = rg_buf_new(be, R)))
+    return rg_error_prefix("training buffers");
+  return 0;
+}
+
+void rg_session_train_free(rg_session *s) {
+  train_state *t = &s->tr;
+  rg_backend *be = s->be;
+  if (t->saved)
+    for (int l = 0; l < s->cfg.n_layers; l++) {
+      layer_acts *A = &t->saved[l];
+      rg_buf *bufs[] = {A->x_in, A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up};
+      for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
+    }
+  rg_buf *bufs[] = {t->x_final, t->h,     t->dx,       t->dxn,      t->dtmp,   t->dq,    t->dk,
+                    t->dv,      t->datt,  t->dh,       t->dgate,    t->dup,    t->dk_cache, t->dv_cache,
+                    t->normed,  t->dlast, t->dnormed, t->dlogits, t->losses};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
+  free(t->saved);
+  free(t->ids);
+  free(t->seq);
+  free(t->logit_rows);
+  memset(t, 0, sizeof *t);
+}
+
+/* ---------------------------------------------------------------- rg_grads */
+
+/* Adds an entry for tensor T (when T exists) and points *slot at its buffer. */
+static int add_grad(rg_grads *g, const rg_tensor *t, rg_buf **slot) {
+  if (!t) return 0;
+  rg_buf *b = rg_buf_new(g->s->be, (size_t)rg_tensor_nelems(t));
+  if (!b) return -1;
+  g->tensors[g->n] = t;
+  g->bufs[g->n++] = b;
+  *slot = b;
+  return 0;
+}
+
+rg_grads *rg_grads_new(rg_session *s) {
+  if (!s->train) {
+    rg_error_set("gradients need a training session (rg_session_opts.train)");
+    return NULL;
+  }
+  const rg_model *m = s->m;
+  const int L = s->cfg.n_layers, max_entries = 12 * L + 3;
+  rg_grads *g = calloc(1, sizeof *g);
+  if (!g || !(g->lg = calloc((size_t)L, sizeof *g->lg)) || !(g->tensors = calloc((size_t)max_entries, sizeof *g->tensors)) ||
+      !(g->bufs = calloc((size_t)max_entries, sizeof *g->bufs))) {
+    if (g) free(g->lg), free(g->tensors);
+    free(g);
+    rg_error_set("gradients: out of memory");
+    return NULL;
+  }
+  g->s = s;
+  int rc = 0;
+  for (int l = 0; l < L && rc == 0; l++) {
+    const rg_layer_weights *W = &m->layers[l];
+    layer_g *G = &g->lg[l];
+    rc |= add_grad(g, W->attn_norm, &G->attn_norm) | add_grad(g, W->wq, &G->wq) | add_grad(g, W->wk, &G->wk) |
+          add_grad(g, W->wv, &G->wv) | add_grad(g, W->wo, &G->wo);
+    if (s->lw[l].bq) rc |= add_grad(g, W->bq, &G->bq) | add_grad(g, W->bk, &G->bk) | add_grad(g, W->bv, &G->bv);
+    rc |= add_grad(g, W->ffn_norm, &G->ffn_norm) | add_grad(g, W->w_gate, &G->w_gate) |
+          add_grad(g, W->w_up, &G->w_up) | add_grad(g, W->w_down, &G->w_down);
+  }
+  if (rc == 0) rc = add_grad(g, m->tok_embd, &g->tok_embd) | add_grad(g, m->out_norm, &g->out_norm);
+  if (rc == 0) {
+    if (m->lm_head == m->tok_embd)
+      g->lm_head = g->tok_embd;
+    else
+      rc = add_grad(g, m->lm_head, &g->lm_head);
+  }
+  if (rc != 0) {
+    rg_error_prefix("gradients");
+    rg_grads_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+void rg_grads_free(rg_grads *g) {
+  if (!g) return;
+  for (int i = 0; i < g->n; i++) rg_buf_free(g->s->be, g->bufs[i]);
+  free(g->lg);
+  free(g->tensors);
+  free(g->bufs);
+  free(g);
+}
+
+void rg_grads_zero(rg_grads *g) {
+  for (int i = 0; i < g->n; i++) rg_buf_zero(g->s->be, g->bufs[i], 0, g->bufs[i]->n);
+}
+
+int rg_grads_count(const rg_grads *g) { return g->n; }
+const rg_tensor *rg_grads_tensor(const rg_grads *g, int i) { return g->tensors[i]; }
+void rg_grads_download(const rg_grads *g, int i, float *out) {
+  rg_buf_download(g->s->be, g->bufs[i], 0, out, g->bufs[i]->n);
+}
+
+/* ---------------------------------------------------------------- loss */
+
+int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale, float *losses) {
+  if (!s->train) return rg_error_set("loss: not a training session");
+  train_state *t = &s->tr;
+  const int R = t->n_logits, V = s->cfg.vocab_size;
+  if (t->n == 0 || R == 0) return rg_error_set("loss: the last eval returned no logit rows");
+  for (int r = 0; r < R; r++)
+    if (targets[r] < 0 || targets[r] >= V) return rg_error_set("loss: target %d out of range [0, %d)", (int)targets[r], V);
+  rg_buf_zero(s->be, t->dlogits, 0, (size_t)R * V);
+  rg_op_cross_entropy(s->be, t->losses, t->dlogits, s->a.logits, targets, scale, R, V);
+  rg_buf_download(s->be, t->losses, 0, losses, (size_t)R);
+  t->have_dlogits = true;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- backward */
+
+/* dst = src (n floats) through the backend: zero, then add. */
+static void copy_buf(rg_backend *be, rg_buf *dst, const rg_buf *src, size_t n) {
+  rg_buf_zero(be, dst, 0, n);
+  rg_op_add(be, dst, dst, src, n);
+}
+
+/* The gradient of an ablated block output: a copy of dx, ablated, or dx
+ * itself when no ablation is on. */
+static const rg_buf *output_grad(rg_session *s, const rg_buf *dx, int n) {
+  if (!s->ablate_on) return dx;
+  const size_t nd = (size_t)n * s->cfg.d_model;
+  copy_buf(s->be, s->tr.dtmp, dx, nd);
+  rg_op_ablate(s->be, s->tr.dtmp, n, s->cfg.d_model, s->ablate_unit);
+  return s->tr.dtmp;
+}
+
+static void backward_layer(rg_session *s, int l, layer_g *G) {
+  const rg_config *c = &s->cfg;
+  const layer_w *w = &s->lw[l];
+  const layer_acts *A = &s->tr.saved[l];
+  train_state *t = &s->tr;
+  rg_backend *be = s->be;
+  const int n = t->n, d = c->d_model;
+  const size_t nd = (size_t)n * d, nff = (size_t)n * c->d_ff;
+  const size_t nq = (size_t)n * c->n_heads * c->head_dim, nkv = (size_t)n * c->n_kv_heads * c->head_dim;
+  const rg_attn_desc ad = {.n_tokens = n, .seq = t->seq, .pos = s->pos, .n_heads = c->n_heads,
+                           .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
+                           .window = c->sliding_window, .max_ctx = s->max_ctx};
+
+  /* MLP; t->dx holds the gradient of the block output */
+  const rg_buf *dmlp = output_grad(s, t->dx, n);
+  rg_op_swiglu(be, t->h, A->gate, A->up, nff);
+  rg_buf_zero(be, t->dh, 0, nff);
+  rg_op_matmul_backward(be, t->dh, G->w_down, NULL, dmlp, t->h, n, w->w_down);
+  rg_buf_zero(be, t->dgate, 0, nff);
+  rg_buf_zero(be, t->dup, 0, nff);
+  rg_op_swiglu_backward(be, t->dgate, t->dup, t->dh, A->gate, A->up, nff);
+  rg_buf_zero(be, t->dxn, 0, nd);
+  rg_op_matmul_backward(be, t->dxn, G->w_gate, NULL, t->dgate, A->xn2, n, w->w_gate);
+  rg_op_matmul_backward(be, t->dxn, G->w_up, NULL, t->dup, A->xn2, n, w->w_up);
+  rg_op_rmsnorm_backward(be, t->dx, G->ffn_norm, t->dxn, A->x_mid, w->ffn_norm, n, d, c->rms_eps);
+
+  /* attention; t->dx now holds the gradient of resid_mid */
+  const rg_buf *dattn = output_grad(s, t->dx, n);
+  rg_buf_zero(be, t->datt, 0, nq);
+  rg_op_matmul_backward(be, t->datt, G->wo, NULL, dattn, A->att, n, w->wo);
+  rg_buf_zero(be, t->dq, 0, nq);
+  rg_buf_zero(be, t->dk_cache, 0, cache_floats(s));
+  rg_buf_zero(be, t->dv_cache, 0, cache_floats(s));
+  rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, s->k_cache[l], s->v_cache[l], &ad);
+  rg_buf_zero(be, t->dk, 0, nkv);
+  rg_buf_zero(be, t->dv, 0, nkv);
+  rg_op_kv_store_backward(be, t->dk, t->dv, t->dk_cache, t->dv_cache, &ad);
+  rg_op_rope_backward(be, t->dq, n, c->n_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
+  rg_op_rope_backward(be, t->dk, n, c->n_kv_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
+  rg_buf_zero(be, t->dxn, 0, nd);
+  rg_op_matmul_backward(be, t->dxn, G->wq, G->bq, t->dq, A->xn1, n, w->wq);
+  rg_op_matmul_backward(be, t->dxn, G->wk, G->bk, t->dk, A->xn1, n, w->wk);
+  rg_op_matmul_backward(be, t->dxn, G->wv, G->bv, t->dv, A->xn1, n, w->wv);
+  rg_op_rmsnorm_backward(be, t->dx, G->attn_norm, t->dxn, A->x_in, w->attn_norm, n, d, c->rms_eps);
+
+  /* the interventions at resid_pre: ablation is its own transpose, the
+   * added vector is a constant */
+  if (s->ablate_on) rg_op_ablate(be, t->dx, n, d, s->ablate_unit);
+}
+
+int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
+  if (!s->train || g->s != s) return rg_error_set("backward: not this session's training gradients");
+  train_state *t = &s->tr;
+  if (!t->have_dlogits) return rg_error_set("backward: no loss set since the last eval (rg_session_loss_ce)");
+  if (!t->whole)
+    return rg_error_set("backward: the last eval continued cached sequences; backward needs whole sequences in one eval");
+  const rg_config *c = &s->cfg;
+  rg_backend *be = s->be;
+  const int n = t->n, R = t->n_logits, d = c->d_model;
+
+  /* the head: logits = lm_head(rmsnorm(x_final[rows])) */
+  rg_buf_gather_rows(be, s->a.last, t->x_final, t->logit_rows, R, d);
+  rg_op_rmsnorm(be, t->normed, s->a.last, s->out_norm, R, d, c->rms_eps);
+  rg_buf_zero(be, t->dnormed, 0, (size_t)R * d);
+  rg_op_matmul_backward(be, t->dnormed, g->lm_head, NULL, t->dlogits, t->normed, R, s->lm_head);
+  rg_buf_zero(be, t->dlast, 0, (size_t)R * d);
+  rg_op_rmsnorm_backward(be, t->dlast, g->out_norm, t->dnormed, s->a.last, s->out_norm, R, d, c->rms_eps);
+  rg_buf_zero(be, t->dx, 0, (size_t)n * d);
+  rg_op_gather_rows_backward(be, t->dx, t->dlast, t->logit_rows, R, d);
+
+  for (int l = c->n_layers - 1; l >= 0; l--) backward_layer(s, l, &g->lg[l]);
+
+  if (d_embed) rg_buf_download(be, t->dx, 0, d_embed, (size_t)n * d);
+  rg_op_embed_backward(be, g->tok_embd, t->dx, t->ids, n, d);
+  t->have_dlogits = false; /* one backward per loss */
+  return 0;
+}

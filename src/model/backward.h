@@ -1,0 +1,55 @@
+/* backward.h: gradients of a training session's last forward pass.
+ *
+ * A session made with rg_session_opts.train keeps every block's activations
+ * of its last rg_session_eval. After that eval (whose batch must hold whole
+ * sequences: each one starting at position 0 in that call),
+ *   1. rg_session_loss_ce computes the cross entropy of the eval's logit rows
+ *      against targets and seeds the gradient of the weighted loss sum;
+ *   2. rg_session_backward runs the blocks in reverse with the backend's
+ *      gradient operations and ADDS the gradient of every parameter into an
+ *      rg_grads (zero it between optimizer steps; not between micro-batches),
+ *      and can return the gradient with respect to the token embeddings of
+ *      the batch (what GCG differentiates).
+ * Interventions set on the session are differentiated too (ablation is its
+ * own backward; activation addition passes gradients through unchanged).
+ *
+ * Ownership: an rg_grads belongs to the session it was made for and must be
+ * freed (rg_grads_free) before that session.
+ */
+#ifndef RG_BACKWARD_H
+#define RG_BACKWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/forward.h"
+
+typedef struct rg_grads rg_grads;
+
+/* One float32 gradient buffer per distinct parameter tensor of the
+ * session's model (a tied head shares the embedding's). NULL with the error
+ * set (not a training session, out of memory). */
+rg_grads *rg_grads_new(rg_session *s);
+void rg_grads_free(rg_grads *g);
+void rg_grads_zero(rg_grads *g);
+
+/* The parameters, in a fixed order: count, the tensor of entry i (its
+ * Hugging Face name is tensor->name), and its gradient downloaded to
+ * out[rg_tensor_nelems(tensor)] in the tensor's own element order. */
+int rg_grads_count(const rg_grads *g);
+const rg_tensor *rg_grads_tensor(const rg_grads *g, int i);
+void rg_grads_download(const rg_grads *g, int i, float *out);
+
+/* Cross entropy of the last eval's logit rows: row r (r < n_logits of that
+ * eval) against targets[r], weighted by scale[r] (0 skips a row). Writes
+ * losses[r] (nats) and sets the loss gradient for rg_session_backward.
+ * Returns 0, or -1 with the error set. */
+int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale, float *losses);
+
+/* Adds the gradient of sum_r scale[r] * losses[r] into G; if d_embed is not
+ * NULL, writes the gradient with respect to the batch's token embeddings
+ * (the eval's n rows of d_model floats). Returns 0, or -1 with the error set
+ * (no loss set, a batch that continued cached sequences). */
+int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed);
+
+#endif

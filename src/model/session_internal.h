@@ -1,0 +1,83 @@
+/* session_internal.h: the session struct shared by forward.c (the pass
+ * itself) and backward.c (gradients of a training session's last pass). */
+#ifndef RG_SESSION_INTERNAL_H
+#define RG_SESSION_INTERNAL_H
+
+#include "model/forward.h"
+
+typedef struct {
+  rg_bweight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
+  rg_bweight *ffn_norm, *w_gate, *w_up, *w_down;
+} layer_w;
+
+typedef struct {
+  rg_buf *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up; /* [max_batch_tokens, width] */
+  rg_buf *last, *logits;                               /* [max_logit_rows, d / vocab] */
+} act_bufs;
+
+/* Where one block reads and writes its activations. In an inference session
+ * these are the shared act_bufs (x_in = x_mid = x_out = x, updated in place);
+ * in a training session every block has its own saved copies, which the
+ * backward pass reads. k and v live in the KV cache either way. */
+typedef struct {
+  rg_buf *x_in;  /* resid_pre, after the interventions */
+  rg_buf *xn1;   /* attention norm output */
+  rg_buf *q;     /* queries after RoPE */
+  rg_buf *att;   /* attention output before o_proj */
+  rg_buf *x_mid; /* resid_mid */
+  rg_buf *xn2;   /* MLP norm output */
+  rg_buf *gate, *up; /* MLP projections before the activation */
+} layer_acts;
+
+/* A training session's saved pass and backward scratch (forward.h:
+ * rg_session_opts.train). */
+typedef struct {
+  layer_acts *saved;  /* [n_layers] */
+  rg_buf *x_final;    /* [T, d] the last block's output */
+  rg_buf *h;          /* [T, d_ff] silu(gate) * up, recomputed where needed */
+  rg_buf *dx, *dxn, *dtmp, *dq, *dk, *dv, *datt, *dh, *dgate, *dup; /* [T, width] */
+  rg_buf *dk_cache, *dv_cache;              /* one layer's cache shape */
+  rg_buf *normed, *dlast, *dnormed;         /* [R, d] */
+  rg_buf *dlogits, *losses;                 /* [R, vocab], [R] */
+  /* the last eval: its batch, and whether backward may use it */
+  int n, n_logits;
+  int32_t *ids;    /* [T] */
+  int *seq;        /* [T] */
+  int *logit_rows; /* [R] */
+  bool whole;      /* every sequence of the batch started at position 0 */
+  bool have_dlogits;
+} train_state;
+
+struct rg_session {
+  const rg_model *m;
+  rg_config cfg;
+  rg_backend *be;
+  int max_seqs, max_ctx, max_tokens, max_logits;
+  layer_w *lw;
+  rg_bweight *tok_embd, *out_norm, *lm_head; /* lm_head == tok_embd when tied */
+  float *inv_freq;                           /* [head_dim/2] */
+  rg_buf **k_cache, **v_cache;               /* per layer [max_seqs, max_ctx, kv_dim] */
+  act_bufs a;
+  bool train;
+  train_state tr; /* used when train */
+  /* interventions */
+  rg_buf *ablate_unit, *actadd_vec;
+  bool ablate_on, actadd_on;
+  int actadd_layer;
+  float actadd_coeff;
+  rg_capture cap;
+  bool cap_on;
+  /* host bookkeeping */
+  int *seq_len;       /* [max_seqs] */
+  int *pos;           /* [max_tokens] positions of the current batch */
+  int *chunk_seq;     /* [max_tokens] prefill chunk sequence ids */
+  int32_t *chunk_ids; /* [max_tokens] */
+  int *rows;          /* [max(max_tokens, max_logits)] logit rows / 0..n-1 */
+  float *hook_rows;   /* [max_tokens, d_model] host copy for hooks */
+};
+
+/* backward.c: allocates / frees the train_state of a training session. */
+int rg_session_train_alloc(rg_session *s);
+void rg_session_train_free(rg_session *s);
+
+#endif
