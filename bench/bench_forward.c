@@ -18,26 +18,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "util/error.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Multiply-adds x 2 of one prefill: the layer matmuls for every token,
  * attention over positions 0..p for the token at p, and the lm_head for
@@ -62,9 +47,9 @@ static int sgemm_peak(void) {
   }
   double best = 1e30;
   for (int r = 0; r < 4; r++) { /* the first run warms up the threads and pages */
-    double t0 = now_s();
+    double t0 = bench_now_s();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     if (r > 0 && t < best) best = t;
   }
   printf("sgemm %d^3: %.1f GFLOP/s\n", n, 2.0 * n * n * n / best / 1e9);
@@ -120,14 +105,14 @@ int main(int argc, char **argv) {
   rg_session_opts so = {.threads = threads,
                         .weight_mode = f32 ? RG_WEIGHTS_F32 : tiled ? RG_WEIGHTS_TILED : RG_WEIGHTS_AUTO,
                         .max_batch_tokens = B * T};
-  double t0 = now_s();
+  double t0 = bench_now_s();
   rg_session *s = rg_session_new(m, B, T, &so);
   if (!s) {
     rg_model_free(m);
     return cli_fail();
   }
   printf("model %s: %d layers, d %d; session ready in %.2f s (%.0f MiB of f32 weights)\n", m->id, m->cfg.n_layers,
-         m->cfg.d_model, now_s() - t0, (double)rg_session_weight_bytes(s) / (1 << 20));
+         m->cfg.d_model, bench_now_s() - t0, (double)rg_session_weight_bytes(s) / (1 << 20));
 
   int32_t **prompts = malloc((size_t)B * sizeof *prompts);
   int *lens = malloc((size_t)B * sizeof *lens);
@@ -158,17 +143,17 @@ int main(int argc, char **argv) {
   const double flops = prefill_flops(&m->cfg, B, T);
   int status = 0;
   for (int r = 0; r < repeats; r++) {
-    t0 = now_s();
+    t0 = bench_now_s();
     if (rg_session_prefill(s, (const int32_t *const *)prompts, lens, B, logits) < 0) {
       status = cli_fail();
       break;
     }
-    double dt = now_s() - t0;
+    double dt = bench_now_s() - t0;
     tps[r] = B * T / dt;
     gfs[r] = flops / dt / 1e9;
     printf("repeat %d: %.1f tokens/s, %.1f GFLOP/s (%.3f s)\n", r + 1, tps[r], gfs[r], dt);
   }
-  if (status == 0) printf("median: %.1f tokens/s, %.1f GFLOP/s\n", median(tps, repeats), median(gfs, repeats));
+  if (status == 0) printf("median: %.1f tokens/s, %.1f GFLOP/s\n", bench_median(tps, repeats), bench_median(gfs, repeats));
   for (int b = 0; b < B; b++) free(prompts[b]);
   free(prompts);
   free(lens);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "cli_prompt.h"
 #include "model/generate.h"
@@ -37,17 +38,6 @@ static const char *const INSTRUCTIONS[] = {
     "What causes earthquakes?",
 };
 enum { N_INSTRUCTIONS = (int)(sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]) };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
   const char *model = NULL;
@@ -85,17 +75,16 @@ int main(int argc, char **argv) {
   rg_gen_opts go = {.max_new_tokens = N}; /* no stop ids: exactly N tokens each */
   for (int r = 0; r < repeats; r++) {
     rg_gen_result res[N_INSTRUCTIONS];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (rg_generate(s, (const int32_t *const *)prompts, lens, B, &go, res) < 0) goto end;
-    double dt = now_s() - t0;
+    double dt = bench_now_s() - t0;
     long produced = 0;
     for (int b = 0; b < B; b++) produced += res[b].n;
     rg_gen_results_free(res, B);
     tps[r] = (double)produced / dt;
     printf("repeat %d: %ld new tokens in %.2f s, %.1f tokens/s\n", r + 1, produced, dt, tps[r]);
   }
-  qsort(tps, (size_t)repeats, sizeof *tps, cmp_double);
-  printf("median: %.1f tokens/s\n", repeats % 2 ? tps[repeats / 2] : 0.5 * (tps[repeats / 2 - 1] + tps[repeats / 2]));
+  printf("median: %.1f tokens/s\n", bench_median(tps, repeats));
   status = 0;
 end:
   if (status) cli_fail();
