@@ -6,23 +6,16 @@
 
 #include "model/forward.h"
 #include "util/error.h"
-
-/* Float64 log-softmax normalizer of one logits row. */
-static double log_sum_exp(const float *lg, int n) {
-  double mx = lg[0], sum = 0;
-  for (int i = 1; i < n; i++) mx = fmax(mx, lg[i]);
-  for (int i = 0; i < n; i++) sum += exp((double)lg[i] - mx);
-  return mx + log(sum);
-}
+#include "util/logsumexp.h"
 
 double rg_refusal_score(const float *logits, int vocab, const int32_t *refusal_ids, int n_refusal) {
-  double lse = log_sum_exp(logits, vocab), p = 0;
+  double lse = rg_log_sum_exp(logits, vocab), p = 0;
   for (int k = 0; k < n_refusal; k++) p += exp((double)logits[refusal_ids[k]] - lse);
   return log(p + 1e-8) - log(1.0 - p + 1e-8);
 }
 
 double rg_kl_logits(const float *base, const float *other, int vocab) {
-  double lse_p = log_sum_exp(base, vocab), lse_q = log_sum_exp(other, vocab), kl = 0;
+  double lse_p = rg_log_sum_exp(base, vocab), lse_q = rg_log_sum_exp(other, vocab), kl = 0;
   for (int v = 0; v < vocab; v++) {
     double p = exp((double)base[v] - lse_p), q = exp((double)other[v] - lse_q);
     kl += p * (log(p + 1e-6) - log(q + 1e-6));

@@ -247,7 +247,7 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
 }
 
 int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
-  if (!s->train || g->s != s) return rg_error_set("backward: not this session's training gradients");
+  if (!s->train || (g && g->s != s)) return rg_error_set("backward: not a training session, or not its gradients");
   train_state *t = &s->tr;
   if (!t->have_dlogits) return rg_error_set("backward: no loss set since the last eval (rg_session_loss_ce)");
   if (!t->whole)
@@ -260,16 +260,17 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   rg_buf_gather_rows(be, s->a.last, t->x_final, t->logit_rows, R, d);
   rg_op_rmsnorm(be, t->normed, s->a.last, s->out_norm, R, d, c->rms_eps);
   rg_buf_zero(be, t->dnormed, 0, (size_t)R * d);
-  rg_op_matmul_backward(be, t->dnormed, g->lm_head, NULL, t->dlogits, t->normed, R, s->lm_head);
+  rg_op_matmul_backward(be, t->dnormed, g ? g->lm_head : NULL, NULL, t->dlogits, t->normed, R, s->lm_head);
   rg_buf_zero(be, t->dlast, 0, (size_t)R * d);
-  rg_op_rmsnorm_backward(be, t->dlast, g->out_norm, t->dnormed, s->a.last, s->out_norm, R, d, c->rms_eps);
+  rg_op_rmsnorm_backward(be, t->dlast, g ? g->out_norm : NULL, t->dnormed, s->a.last, s->out_norm, R, d, c->rms_eps);
   rg_buf_zero(be, t->dx, 0, (size_t)n * d);
   rg_op_gather_rows_backward(be, t->dx, t->dlast, t->logit_rows, R, d);
 
-  for (int l = c->n_layers - 1; l >= 0; l--) backward_layer(s, l, &g->lg[l]);
+  static layer_g no_grads; /* all NULL: input gradient only */
+  for (int l = c->n_layers - 1; l >= 0; l--) backward_layer(s, l, g ? &g->lg[l] : &no_grads);
 
   if (d_embed) rg_buf_download(be, t->dx, 0, d_embed, (size_t)n * d);
-  rg_op_embed_backward(be, g->tok_embd, t->dx, t->ids, n, d);
+  if (g) rg_op_embed_backward(be, g->tok_embd, t->dx, t->ids, n, d);
   t->have_dlogits = false; /* one backward per loss */
   return 0;
 }

@@ -46,9 +46,10 @@ void rg_grads_download(const rg_grads *g, int i, float *out);
  * Returns 0, or -1 with the error set. */
 int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale, float *losses);
 
-/* Adds the gradient of sum_r scale[r] * losses[r] into G; if d_embed is not
- * NULL, writes the gradient with respect to the batch's token embeddings
- * (the eval's n rows of d_model floats). Returns 0, or -1 with the error set
+/* Adds the gradient of sum_r scale[r] * losses[r] into G (NULL: no
+ * parameter gradients, as an attack needs); if d_embed is not NULL, writes
+ * the gradient with respect to the batch's token embeddings (the eval's n
+ * rows of d_model floats). Returns 0, or -1 with the error set
  * (no loss set, a batch that continued cached sequences). */
 int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed);
 

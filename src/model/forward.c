@@ -461,3 +461,11 @@ int rg_session_decode(rg_session *s, const int *seq, const int32_t *tokens, int 
   for (int i = 0; i < n; i++) s->rows[i] = i;
   return rg_session_eval(s, tokens, seq, n, s->rows, n, logits);
 }
+
+int rg_session_embedding_products(rg_session *s, const float *x, int n, float *out) {
+  if (n < 1 || n > s->max_logits) return rg_error_set("embedding products: %d rows, expected 1..%d", n, s->max_logits);
+  rg_buf_upload(s->be, s->a.last, 0, x, (size_t)n * s->cfg.d_model);
+  rg_op_matmul(s->be, s->a.logits, s->a.last, n, s->tok_embd, NULL);
+  rg_buf_download(s->be, s->a.logits, 0, out, (size_t)n * s->cfg.vocab_size);
+  return 0;
+}

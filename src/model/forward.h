@@ -89,6 +89,12 @@ int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, co
  * max_logit_rows. Returns 0 or -1 with the error set. */
 int rg_session_prefill(rg_session *s, const int32_t *const *prompts, const int *lens, int n, float *logits);
 
+/* out[i, v] = x[i, :] . E[v, :] for the token embedding table E, i < n <=
+ * max_logit_rows: e.g. a gradient with respect to the embeddings turned
+ * into one with respect to a one-hot token matrix (GCG). It reuses the
+ * logit buffers: call it after rg_session_loss_ce. Returns 0 or -1. */
+int rg_session_embedding_products(rg_session *s, const float *x, int n, float *out);
+
 /* Appends tokens[i] to sequence seq[i] (distinct sequences) and writes the
  * next-token logits to logits[n, vocab]. Returns 0 or -1. */
 int rg_session_decode(rg_session *s, const int *seq, const int32_t *tokens, int n, float *logits);

@@ -208,6 +208,7 @@ int rg_tokenizer_vocab_size(const rg_tokenizer *t) { return t->n_vocab; }
 int32_t rg_tokenizer_bos(const rg_tokenizer *t) { return t->bos; }
 int32_t rg_tokenizer_eos(const rg_tokenizer *t) { return t->eos; }
 int32_t rg_tokenizer_pad(const rg_tokenizer *t) { return t->pad; }
+int32_t rg_tokenizer_unk(const rg_tokenizer *t) { return t->unk; }
 bool rg_tokenizer_adds_bos(const rg_tokenizer *t) { return t->add_bos && t->bos >= 0; }
 
 const char *rg_token_text(const rg_tokenizer *t, int32_t id) {

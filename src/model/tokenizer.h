@@ -72,6 +72,7 @@ bool rg_token_is_special(const rg_tokenizer *t, int32_t id);
 int32_t rg_tokenizer_bos(const rg_tokenizer *t); /* -1 if none */
 int32_t rg_tokenizer_eos(const rg_tokenizer *t); /* -1 if none */
 int32_t rg_tokenizer_pad(const rg_tokenizer *t); /* -1 if none */
+int32_t rg_tokenizer_unk(const rg_tokenizer *t); /* -1 if none */
 /* Whether encoding with add_bos=true prepends BOS (tokenizer.ggml.add_bos_token
  * / the post-processor of tokenizer.json). */
 bool rg_tokenizer_adds_bos(const rg_tokenizer *t);

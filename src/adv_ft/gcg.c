@@ -1,0 +1,145 @@
+#include "adv_ft/gcg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/backward.h"
+#include "model/tokenizer.h"
+#include "util/error.h"
+#include "util/logsumexp.h"
+#include "util/rng.h"
+
+void rg_gcg_disallowed_tokens(const rg_model *m, unsigned char *disallowed) {
+  const rg_tokenizer *t = m->tokenizer;
+  const int V = m->cfg.vocab_size;
+  memset(disallowed, 0, (size_t)V);
+  for (int32_t i = 3; i < V; i++) {
+    char *s = rg_detokenize(t, &i, 1, false);
+    const char *text = rg_token_text(t, i);
+    /* rg_detokenize's C string ends at a NUL byte: a token that decodes to
+     * "\0" comes back empty, and "\0" is not printable. Python's "" is. */
+    bool bad = !s || (s[0] == '\0' && text && text[0] != '\0');
+    for (const unsigned char *p = (const unsigned char *)s; !bad && *p; p++) bad = *p < 0x20 || *p > 0x7e;
+    disallowed[i] = bad;
+    free(s);
+  }
+  const int32_t special[] = {rg_tokenizer_bos(t), rg_tokenizer_eos(t), rg_tokenizer_pad(t), rg_tokenizer_unk(t)};
+  for (int k = 0; k < 4; k++)
+    if (special[k] >= 0 && special[k] < V) disallowed[special[k]] = 1;
+}
+
+static int check_case(const rg_gcg_case *c) {
+  if (c->n < 2 || c->n_suffix < 1 || c->n_target < 1 || c->suffix_start < 0 ||
+      c->suffix_start + c->n_suffix > c->n - c->n_target || c->n_target >= c->n)
+    return rg_error_set("gcg: bad test case layout (%d tokens, suffix %d+%d, target %d)", c->n, c->suffix_start,
+                        c->n_suffix, c->n_target);
+  return 0;
+}
+
+int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, float *loss) {
+  if (check_case(c) < 0) return -1;
+  const int n = c->n, nt = c->n_target, d = rg_session_model(train)->cfg.d_model, V = rg_session_vocab(train);
+  int *seq = calloc((size_t)n, sizeof *seq), *rows = malloc((size_t)nt * sizeof *rows);
+  float *logits = malloc((size_t)nt * V * sizeof *logits), *scale = malloc((size_t)nt * sizeof *scale);
+  float *losses = malloc((size_t)nt * sizeof *losses), *d_embed = malloc((size_t)n * d * sizeof *d_embed);
+  int rc = seq && rows && logits && scale && losses && d_embed ? 0 : rg_error_set("gcg: out of memory");
+  for (int r = 0; rc == 0 && r < nt; r++) {
+    rows[r] = n - nt - 1 + r; /* position t predicts token t + 1 */
+    scale[r] = 1.0f / (float)nt;
+  }
+  if (rc == 0) {
+    rg_session_reset(train);
+    rc = rg_session_eval(train, c->ids, seq, n, rows, nt, logits);
+  }
+  if (rc == 0) rc = rg_session_loss_ce(train, c->ids + n - nt, scale, losses);
+  if (rc == 0) rc = rg_session_backward(train, NULL, d_embed);
+  /* d loss / d onehot = (d loss / d embeddings) . E^T, since embeddings = onehot . E */
+  if (rc == 0) rc = rg_session_embedding_products(train, d_embed + (size_t)c->suffix_start * d, c->n_suffix, grad);
+  if (rc == 0) {
+    double sum = 0;
+    for (int r = 0; r < nt; r++) sum += losses[r];
+    *loss = (float)(sum / nt);
+  }
+  free(seq), free(rows), free(logits), free(scale), free(losses), free(d_embed);
+  return rc < 0 ? rg_error_prefix("gcg token gradient") : 0;
+}
+
+typedef struct {
+  float g;
+  int32_t id;
+} scored_token;
+
+static int by_grad(const void *a, const void *b) {
+  const scored_token *x = a, *y = b;
+  if (x->g != y->g) return x->g < y->g ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
+                   int top_k, int search_width, uint64_t *rng, int32_t *cands) {
+  const size_t total = (size_t)n_suffix * vocab;
+  float gmax = grad[0];
+  for (size_t i = 1; i < total; i++) gmax = fmaxf(gmax, grad[i]);
+  for (int p = 0; p < n_suffix; p++)
+    for (int v = 0; v < vocab; v++)
+      if (disallowed[v]) grad[(size_t)p * vocab + v] = gmax + 1;
+  /* top_k of -grad per position = the top_k smallest gradients */
+  int32_t *top = malloc((size_t)n_suffix * top_k * sizeof *top);
+  scored_token *st = malloc((size_t)vocab * sizeof *st);
+  if (!top || !st) {
+    free(top), free(st);
+    return rg_error_set("gcg: out of memory ranking %d tokens", vocab);
+  }
+  for (int p = 0; p < n_suffix; p++) {
+    for (int v = 0; v < vocab; v++) st[v] = (scored_token){grad[(size_t)p * vocab + v], v};
+    qsort(st, (size_t)vocab, sizeof *st, by_grad);
+    for (int k = 0; k < top_k; k++) top[(size_t)p * top_k + k] = st[k].id;
+  }
+  for (int j = 0; j < search_width; j++) {
+    int32_t *cand = cands + (size_t)j * n_suffix;
+    memcpy(cand, suffix, (size_t)n_suffix * sizeof *cand);
+    /* HarmBench: int64(arange(0, L, L / search_width))[j] */
+    const int p = (int)floor((double)j * n_suffix / search_width);
+    cand[p] = top[(size_t)p * top_k + (int)(rg_splitmix64(rng) % (uint64_t)top_k)];
+  }
+  free(top);
+  free(st);
+  return 0;
+}
+
+int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses) {
+  if (check_case(c) < 0) return -1;
+  const int n = c->n, nt = c->n_target, V = rg_session_vocab(s);
+  int chunk = rg_session_max_seqs(s);
+  if (rg_session_max_batch_tokens(s) / n < chunk) chunk = rg_session_max_batch_tokens(s) / n;
+  if (rg_session_max_logit_rows(s) / nt < chunk) chunk = rg_session_max_logit_rows(s) / nt;
+  if (chunk < 1 || n > rg_session_max_ctx(s))
+    return rg_error_set("gcg: the session cannot hold one %d-token candidate with %d target rows", n, nt);
+  int32_t *ids = malloc((size_t)chunk * n * sizeof *ids);
+  int *seq = malloc((size_t)chunk * n * sizeof *seq), *rows = malloc((size_t)chunk * nt * sizeof *rows);
+  float *logits = malloc((size_t)chunk * nt * V * sizeof *logits);
+  int rc = ids && seq && rows && logits ? 0 : rg_error_set("gcg: out of memory");
+  for (int j0 = 0; rc == 0 && j0 < n_cands; j0 += chunk) {
+    const int k = n_cands - j0 < chunk ? n_cands - j0 : chunk;
+    for (int b = 0; b < k; b++) {
+      int32_t *x = ids + (size_t)b * n;
+      memcpy(x, c->ids, (size_t)n * sizeof *x);
+      memcpy(x + c->suffix_start, cands + (size_t)(j0 + b) * c->n_suffix, (size_t)c->n_suffix * sizeof *x);
+      for (int i = 0; i < n; i++) seq[b * n + i] = b;
+      for (int r = 0; r < nt; r++) rows[b * nt + r] = b * n + n - nt - 1 + r;
+    }
+    rg_session_reset(s);
+    rc = rg_session_eval(s, ids, seq, k * n, rows, k * nt, logits);
+    for (int b = 0; rc == 0 && b < k; b++) {
+      double sum = 0;
+      for (int r = 0; r < nt; r++) {
+        const float *z = logits + ((size_t)b * nt + r) * V;
+        sum += rg_log_sum_exp(z, V) - z[c->ids[n - nt + r]];
+      }
+      losses[j0 + b] = (float)(sum / nt);
+    }
+  }
+  free(ids), free(seq), free(rows), free(logits);
+  return rc < 0 ? rg_error_prefix("gcg candidate losses") : 0;
+}

@@ -1,0 +1,63 @@
+/* gcg.h: Greedy Coordinate Gradient (Zou et al. 2023) as HarmBench runs it
+ * inside R2D2 training and as its evaluation attack
+ * (../shared/docs/r2d2-and-harmbench.md sections 1.6 and 2.7).
+ *
+ * A test case is one token sequence laid out as
+ *     prefix | suffix | after | target
+ * (chat-template text before the behaviour and the behaviour itself, the
+ * adversarial suffix being optimized, the template text after it, and the
+ * target completion). Its loss is the mean cross entropy of the target
+ * tokens. One GCG step:
+ *   1. the gradient of the loss with respect to the one-hot suffix matrix
+ *      [n_suffix, vocab] (rg_gcg_token_grad);
+ *   2. search_width candidates, candidate j changing only position
+ *      floor(j * n_suffix / search_width) to a token drawn uniformly from
+ *      that position's top_k of -gradient, disallowed tokens excluded
+ *      (rg_gcg_sample);
+ *   3. every candidate's loss (rg_gcg_candidate_losses), and the argmin
+ *      becomes the suffix, unconditionally, as in HarmBench.
+ * The random draws use refgeo's splitmix64, so runs are reproducible but do
+ * not replay torch's.
+ *
+ * Ownership: callers own every array; the sessions are borrowed.
+ */
+#ifndef RG_ADV_FT_GCG_H
+#define RG_ADV_FT_GCG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/forward.h"
+#include "model/model.h"
+
+typedef struct {
+  const int32_t *ids; /* the whole sequence, n tokens */
+  int n;
+  int suffix_start, n_suffix; /* the suffix is ids[suffix_start .. +n_suffix) */
+  int n_target;               /* the target is the last n_target tokens */
+} rg_gcg_case;
+
+/* HarmBench's filter (get_nonascii_toks): disallowed[i] = 1 for ids i >= 3
+ * whose decoding is not printable ASCII (0x20..0x7e only), and for the BOS,
+ * EOS, PAD and UNK ids. disallowed has vocab_size entries. */
+void rg_gcg_disallowed_tokens(const rg_model *m, unsigned char *disallowed);
+
+/* Step 1: grad[n_suffix, vocab] for the case, on a training session (made
+ * with rg_session_opts.train, max_batch_tokens >= n, max_logit_rows >=
+ * max(n_target, n_suffix)); no parameter gradient is computed. *loss gets
+ * the case's loss. Returns 0 or -1 with the error set. */
+int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, float *loss);
+
+/* Step 2: cands[search_width, n_suffix], each the current suffix with one
+ * position replaced. grad is modified (disallowed entries raised above the
+ * maximum, as HarmBench does). top_k <= vocab. Returns 0, or -1 with the
+ * error set (out of memory). */
+int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
+                   int top_k, int search_width, uint64_t *rng, int32_t *cands);
+
+/* Step 3: losses[j] of the case with suffix cands[j], for j < n_cands, on any
+ * session (batched by its max_seqs, max_batch_tokens and max_logit_rows).
+ * Returns 0 or -1. */
+int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses);
+
+#endif

@@ -1,0 +1,188 @@
+/* test_gcg.c: the pieces of src/adv_ft/gcg.c against transformers
+ * (tests/fixtures/gcg/gcg.json, from tools/reference/make_gcg_fixtures.py):
+ *  - the disallowed tokens of SmolLM2-135M-Instruct's tokenizer, by
+ *    HarmBench's rule evaluated with transformers' decode: identical sets;
+ *  - on the tiny Llama (float64 reference), the loss and the gradient with
+ *    respect to the one-hot suffix (all n_suffix x vocab entries), and the
+ *    losses of three candidate suffixes, within 1e-4 relative (float32
+ *    against float64 through a 2-layer model: ~1e-6 measured; a wrong row,
+ *    shift or sign gives order-1 errors);
+ *  - the sampler's contract: candidate j edits only position
+ *    floor(j L / width), with a token among that position's top_k of
+ *    -gradient that is not disallowed (checked by counting, independently of
+ *    the sampler's sort).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adv_ft/gcg.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "testlib.h"
+#include "util/error.h"
+
+static const double TOL = 1e-4;
+
+static cJSON *fx;
+static int setup(void **state) {
+  fx = t_read_json_fixture("gcg/gcg.json");
+  return 0;
+}
+static int teardown(void **state) {
+  cJSON_Delete(fx);
+  return 0;
+}
+
+static void test_disallowed_smollm2(void **state) {
+  rg_model *m = rg_model_load(t_env("REFGEO_MODEL"));
+  if (!m) fail_msg("%s", rg_error_get());
+  const int V = m->cfg.vocab_size;
+  assert_int_equal(V, cJSON_GetObjectItem(fx, "smollm2_vocab")->valueint);
+  unsigned char *got = malloc((size_t)V), *want = calloc((size_t)V, 1);
+  rg_gcg_disallowed_tokens(m, got);
+  const cJSON *ranges = cJSON_GetObjectItem(fx, "smollm2_disallowed");
+  for (int r = 0; r < cJSON_GetArraySize(ranges); r++) {
+    const cJSON *rg = cJSON_GetArrayItem(ranges, r);
+    for (int i = cJSON_GetArrayItem(rg, 0)->valueint; i <= cJSON_GetArrayItem(rg, 1)->valueint; i++) want[i] = 1;
+  }
+  int n_want = 0, n_diff = 0, first = -1;
+  for (int i = 0; i < V; i++) {
+    n_want += want[i];
+    if (got[i] != want[i]) {
+      n_diff++;
+      if (first < 0) first = i;
+    }
+  }
+  print_message("disallowed: %d of %d tokens (transformers), %d differ\n", n_want, V, n_diff);
+  if (n_diff) fail_msg("%d tokens differ from transformers' rule, first id %d ('%s')", n_diff, first, rg_token_text(m->tokenizer, first));
+  free(got), free(want);
+  rg_model_free(m);
+}
+
+typedef struct {
+  int32_t ids[64];
+  rg_gcg_case c;
+} tiny_case;
+
+static int ints(const cJSON *a, int32_t *out) {
+  for (int i = 0; i < cJSON_GetArraySize(a); i++) out[i] = cJSON_GetArrayItem(a, i)->valueint;
+  return cJSON_GetArraySize(a);
+}
+
+/* Fills TC (in place: tc->c.ids points into tc->ids). */
+static void load_case(const cJSON *t, tiny_case *out) {
+  tiny_case tc = {0};
+  int n = ints(cJSON_GetObjectItem(t, "prefix"), tc.ids);
+  tc.c.suffix_start = n;
+  tc.c.n_suffix = ints(cJSON_GetObjectItem(t, "suffix"), tc.ids + n);
+  n += tc.c.n_suffix;
+  n += ints(cJSON_GetObjectItem(t, "after"), tc.ids + n);
+  tc.c.n_target = ints(cJSON_GetObjectItem(t, "target"), tc.ids + n);
+  tc.c.n = n + tc.c.n_target;
+  *out = tc;
+  out->c.ids = out->ids;
+}
+
+static void test_token_grad_and_losses(void **state) {
+  const cJSON *t = cJSON_GetObjectItem(fx, "llama_f32");
+  tiny_case tc;
+  load_case(t, &tc);
+  char *dir = t_hf_tiny("llama_f32");
+  rg_model *m = rg_model_load(dir);
+  free(dir);
+  assert_non_null(m);
+  const int V = m->cfg.vocab_size, L = tc.c.n_suffix;
+  rg_session_opts to = {.threads = 2, .max_batch_tokens = tc.c.n, .max_logit_rows = 8, .train = true};
+  rg_session *train = rg_session_new(m, 1, tc.c.n, &to);
+  assert_non_null(train);
+  float *grad = malloc((size_t)L * V * sizeof *grad), loss;
+  if (rg_gcg_token_grad(train, &tc.c, grad, &loss) != 0) fail_msg("%s", rg_error_get());
+  const double want_loss = cJSON_GetObjectItem(t, "loss")->valuedouble;
+  const cJSON *g = cJSON_GetObjectItem(t, "grad");
+  assert_int_equal(cJSON_GetArraySize(g), L * V);
+  double md = 0, mr = 1e-30;
+  for (int i = 0; i < L * V; i++) {
+    const double w = cJSON_GetArrayItem(g, i)->valuedouble;
+    md = fmax(md, fabs(grad[i] - w));
+    mr = fmax(mr, fabs(w));
+  }
+  print_message("loss rel err %.2e, one-hot gradient rel err %.2e\n", fabs(loss - want_loss) / want_loss, md / mr);
+  assert_true(fabs(loss - want_loss) / want_loss < TOL);
+  assert_true(md / mr < TOL);
+
+  /* candidates, on an inference session that holds 2 at a time (3 = 2 + 1) */
+  rg_session_opts io = {.threads = 2, .max_batch_tokens = 2 * tc.c.n, .max_logit_rows = 2 * tc.c.n_target};
+  rg_session *inf = rg_session_new(m, 2, tc.c.n, &io);
+  assert_non_null(inf);
+  const cJSON *cands = cJSON_GetObjectItem(t, "candidates"), *cl = cJSON_GetObjectItem(t, "candidate_losses");
+  const int nc = cJSON_GetArraySize(cands);
+  int32_t *cv = malloc((size_t)nc * L * sizeof *cv);
+  for (int j = 0; j < nc; j++) ints(cJSON_GetArrayItem(cands, j), cv + (size_t)j * L);
+  float losses[8];
+  if (rg_gcg_candidate_losses(inf, &tc.c, cv, nc, losses) != 0) fail_msg("%s", rg_error_get());
+  for (int j = 0; j < nc; j++) {
+    const double w = cJSON_GetArrayItem(cl, j)->valuedouble;
+    print_message("candidate %d: loss %.6f (transformers %.6f)\n", j, losses[j], w);
+    assert_true(fabs(losses[j] - w) / w < TOL);
+  }
+  /* the current suffix scored as a candidate gives the case's own loss */
+  if (rg_gcg_candidate_losses(inf, &tc.c, tc.ids + tc.c.suffix_start, 1, losses) != 0) fail_msg("%s", rg_error_get());
+  assert_true(fabs(losses[0] - want_loss) / want_loss < TOL);
+
+  /* the sampler's contract, on this gradient */
+  unsigned char *dis = malloc((size_t)V);
+  rg_gcg_disallowed_tokens(m, dis);
+  float *work = malloc((size_t)L * V * sizeof *work);
+  memcpy(work, grad, (size_t)L * V * sizeof *work);
+  enum { WIDTH = 16, TOPK = 5 };
+  int32_t out[WIDTH * 64];
+  uint64_t rng = 42;
+  assert_int_equal(rg_gcg_sample(work, L, V, dis, tc.ids + tc.c.suffix_start, TOPK, WIDTH, &rng, out), 0);
+  float gmax = grad[0];
+  for (int i = 1; i < L * V; i++) gmax = fmaxf(gmax, grad[i]);
+  for (int j = 0; j < WIDTH; j++) {
+    const int p = j * L / WIDTH;
+    for (int q = 0; q < L; q++)
+      if (q != p) assert_int_equal(out[j * L + q], tc.ids[tc.c.suffix_start + q]);
+    const int32_t tok = out[j * L + p];
+    assert_false(dis[tok]);
+    int smaller = 0; /* tokens ranked before tok: a strictly smaller (masked) gradient */
+    for (int v = 0; v < V; v++) {
+      const float gv = dis[v] ? gmax + 1 : grad[p * V + v];
+      smaller += gv < grad[p * V + tok];
+    }
+    assert_true(smaller < TOPK);
+  }
+  free(work), free(dis), free(cv), free(grad);
+  rg_session_free(inf);
+  rg_session_free(train);
+  rg_model_free(m);
+}
+
+static void test_bad_layout(void **state) {
+  const int32_t ids[4] = {1, 2, 3, 4};
+  rg_gcg_case c = {.ids = ids, .n = 4, .suffix_start = 2, .n_suffix = 2, .n_target = 1}; /* suffix overlaps target */
+  float losses[1];
+  char *dir = t_hf_tiny("llama_f32");
+  rg_model *m = rg_model_load(dir);
+  free(dir);
+  rg_session_opts io = {.threads = 1};
+  rg_session *s = rg_session_new(m, 1, 8, &io);
+  assert_int_equal(rg_gcg_candidate_losses(s, &c, ids, 1, losses), -1);
+  assert_non_null(strstr(rg_error_get(), "layout"));
+  rg_session_free(s);
+  rg_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_disallowed_smollm2),
+      cmocka_unit_test(test_token_grad_and_losses),
+      cmocka_unit_test(test_bad_layout),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
