@@ -18,6 +18,12 @@ static const char *end_of_turn(rg_chat_kind kind) {
   }
 }
 
+int cli_chat_template(const rg_model *m, const char *name, rg_chat_template *out) {
+  return name ? rg_chat_template_by_name(name, out)
+         : m->chat_template ? rg_chat_template_detect(m->chat_template, out)
+                            : rg_error_set("%s: model has no chat template (use --chat-template NAME)", m->path);
+}
+
 int cli_prompt_tokens(const rg_model *m, const cli_prompt *p, int32_t **ids, int *n_ids, int32_t stop_ids[2],
                       int *n_stop) {
   if (!p->prompt) return rg_error_set("--prompt: missing (give the prompt text)");
@@ -29,9 +35,7 @@ int cli_prompt_tokens(const rg_model *m, const cli_prompt *p, int32_t **ids, int
     return rg_tokenize(m->tokenizer, p->prompt, strlen(p->prompt), true, true, ids, n_ids);
   }
   rg_chat_template t;
-  int rc = p->chat_template ? rg_chat_template_by_name(p->chat_template, &t)
-           : m->chat_template ? rg_chat_template_detect(m->chat_template, &t)
-                              : rg_error_set("%s: model has no chat template (use --chat-template NAME)", m->path);
+  int rc = cli_chat_template(m, p->chat_template, &t);
   if (rc < 0) return -1;
   rg_chat_message msgs[2];
   int nm = 0;

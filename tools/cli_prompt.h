@@ -1,5 +1,5 @@
 /* cli_prompt.h: turning --prompt/--chat/--system/--chat-template flags into
- * token ids, shared by `refgeo generate` and `refgeo logits`. */
+ * token ids, shared by `refgeo generate`, `logits` and `attack`. */
 #ifndef RG_CLI_PROMPT_H
 #define RG_CLI_PROMPT_H
 
@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cli.h"
+#include "model/chat_template.h"
 #include "model/model.h"
 
 typedef struct {
@@ -23,6 +24,10 @@ typedef struct {
       {"chat", CLI_BOOL, &(P)->chat, "format the prompt with the model's chat template"},        \
       {"system", CLI_STRING, &(P)->system, "system message (with --chat)"},                      \
       {"chat-template", CLI_STRING, &(P)->chat_template, "chat format name (chatml, llama-2, mistral, ...)"}
+
+/* The chat template named NAME, or the model's own when NAME is NULL.
+ * Returns 0, or -1 with the error set. */
+int cli_chat_template(const rg_model *m, const char *name, rg_chat_template *out);
 
 /* Tokenizes the prompt (rendered with the chat template when p->chat).
  * *ids is malloc'd. stop_ids (may be NULL) receives up to 2 ids that end a

@@ -15,6 +15,7 @@ static const rg_command COMMANDS[] = {
     {"geometry", cmd_geometry, "refusal directions, carrier scores and migration of a checkpoint series"},
     {"repro", cmd_repro, "test whether a measured ASR curve reproduces a published one"},
     {"asr", cmd_asr, "HarmBench attack success rate of a model or checkpoint series"},
+    {"attack", cmd_attack, "HarmBench GCG test cases for behaviors on a model"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 

@@ -143,3 +143,36 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   free(ids), free(seq), free(rows), free(logits);
   return rc < 0 ? rg_error_prefix("gcg candidate losses") : 0;
 }
+
+int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallowed, int32_t *ids,
+               const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps) {
+  rg_gcg_case cs = *layout;
+  cs.ids = ids;
+  const rg_gcg_case *c = &cs;
+  if (check_case(c) < 0) return -1;
+  const int V = rg_session_vocab(train), L = c->n_suffix;
+  if (o->steps < 0 || o->search_width < 1 || o->top_k < 1 || o->top_k > V)
+    return rg_error_set("gcg: bad options (steps %d, search width %d, top-k %d of %d tokens)", o->steps,
+                        o->search_width, o->top_k, V);
+  float *grad = malloc((size_t)L * V * sizeof *grad), *cand_losses = malloc((size_t)o->search_width * sizeof(float));
+  int32_t *cands = malloc((size_t)o->search_width * L * sizeof *cands);
+  int rc = grad && cand_losses && cands ? 0 : rg_error_set("gcg: out of memory");
+  uint64_t rng = o->seed;
+  float loss = 0;
+  *n_steps = 0;
+  for (int k = 0; rc == 0 && k < o->steps; k++) {
+    rc = rg_gcg_token_grad(train, c, grad, &loss);
+    if (rc == 0 && o->min_loss > 0 && loss < o->min_loss) break; /* the current suffix is good enough */
+    if (rc == 0) rc = rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
+    if (rc == 0) rc = rg_gcg_candidate_losses(inf, c, cands, o->search_width, cand_losses);
+    if (rc != 0) break;
+    int best = 0; /* the argmin, taken unconditionally (HarmBench) */
+    for (int j = 1; j < o->search_width; j++)
+      if (cand_losses[j] < cand_losses[best]) best = j;
+    memcpy(ids + c->suffix_start, cands + (size_t)best * L, (size_t)L * sizeof *ids);
+    losses[k] = cand_losses[best];
+    *n_steps = k + 1;
+  }
+  free(grad), free(cand_losses), free(cands);
+  return rc;
+}

@@ -60,4 +60,21 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
  * Returns 0 or -1. */
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses);
 
+typedef struct {
+  int steps;        /* HarmBench's evaluation GCG: 500; R2D2's inner GCG: 5 */
+  int search_width; /* candidates per step: 512 */
+  int top_k;        /* 256 */
+  double min_loss;  /* stop once the loss is below it (<= 0: never) */
+  uint64_t seed;
+} rg_gcg_opts;
+
+/* Runs up to o->steps GCG steps on the sequence IDS (writable, laid out as
+ * LAYOUT says; layout->ids is ignored), whose suffix becomes the argmin
+ * candidate of every step. losses[k] is the loss of the suffix chosen at
+ * step k, and *n_steps the steps run. TRAIN is a
+ * training session (rg_gcg_token_grad), INF any session for the candidates
+ * (rg_gcg_candidate_losses). Returns 0 or -1 with the error set. */
+int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallowed, int32_t *ids,
+               const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps);
+
 #endif

@@ -1,0 +1,242 @@
+/* cmd_attack: `refgeo attack --model PATH --behaviors CSV --out FILE.json
+ * [--targets FILE.json] [--steps 500] [--search-width 512] [--top-k 256]
+ * [--min-loss X] [--limit N] [--batch 32] [--seed S] [--chat-template NAME]
+ * [--threads N] [--log FILE.csv]`
+ *
+ * HarmBench's GCG attack (src/adv_ft/gcg.h; settings of
+ * configs/method_configs/GCG_config.yaml, ../shared/docs/r2d2-and-harmbench.md
+ * section 2.7) on every behavior of the CSV: the suffix starts as 20 "!"
+ * tokens (tokenized without special tokens), the instruction is the
+ * behavior (with its context string, as DirectRequest) plus " " plus the
+ * suffix, and the target is the behavior's string in harmbench_targets_text.json.
+ * Token layout, as baselines/gcg/gcg.py builds it: the chat template text
+ * before the instruction (with BOS), the behavior, the suffix, the template
+ * text after it, the target, each tokenized on its own. Writes the test
+ * cases as HarmBench test_cases JSON ({"BehaviorID": ["instruction"]}), and
+ * with --log a CSV of behavior_id, step, loss. --min-loss stops a behavior
+ * early (HarmBench stops at 0.05 only after a refusal check, which this
+ * command does not run). */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adv_ft/gcg.h"
+#include "cli.h"
+#include "cli_prompt.h"
+#include "commands.h"
+#include "harmbench/behaviors.h"
+#include "harmbench/completions.h"
+#include "model/tokenizer.h"
+#include "util/csv_write.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+enum { INIT_SUFFIX_TOKENS = 20, MAX_CTX = 512 };
+/* Marks where the instruction goes when the template is rendered; a control
+ * character no template writes. */
+static const char SLOT[] = "\x1d";
+
+typedef struct {
+  int32_t *ids;
+  int n;
+} idvec;
+
+/* Appends the tokens of TEXT to V. */
+static int append(const rg_model *m, idvec *v, const char *text, bool add_bos) {
+  int32_t *ids = NULL;
+  int n = 0;
+  if (rg_tokenize(m->tokenizer, text, strlen(text), true, add_bos, &ids, &n) < 0) return -1;
+  int32_t *grown = realloc(v->ids, (size_t)(v->n + n) * sizeof *grown);
+  if (!grown) {
+    free(ids);
+    return rg_error_set("attack: out of memory");
+  }
+  memcpy(grown + v->n, ids, (size_t)n * sizeof *ids);
+  v->ids = grown;
+  v->n += n;
+  free(ids);
+  return 0;
+}
+
+/* The template text before and after the instruction of a one-turn chat
+ * with the generation prompt. */
+static int split_template(const rg_chat_template *t, char **before, char **after) {
+  rg_chat_message msg = {"user", SLOT};
+  char *text = rg_chat_render(t, &msg, 1, true);
+  if (!text) return -1;
+  char *slot = strstr(text, SLOT);
+  if (!slot || strstr(slot + 1, SLOT)) {
+    free(text);
+    return rg_error_set("attack: cannot split the chat template around the instruction");
+  }
+  *slot = '\0';
+  *before = strdup(text);
+  *after = strdup(slot + 1);
+  free(text);
+  return *before && *after ? 0 : rg_error_set("attack: out of memory");
+}
+
+static char *read_target(const cJSON *targets, const char *path, const char *id) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(targets, id);
+  if (!cJSON_IsString(t)) {
+    rg_error_set("%s: no target string for behavior %s", path, id);
+    return NULL;
+  }
+  return t->valuestring;
+}
+
+typedef struct {
+  rg_model *m;
+  rg_session *train, *inf;
+  unsigned char *disallowed;
+  char *before, *after;
+  bool add_bos;
+  rg_gcg_opts go;
+  rg_csv_writer *log; /* NULL: no --log */
+} attack_job;
+
+/* Attacks one behavior; *test_case gets the instruction with the final suffix. */
+static int attack_one(attack_job *j, const rg_behavior *b, const char *target, char **test_case) {
+  char *instr = rg_behavior_direct_request(b);
+  char *behavior = instr ? malloc(strlen(instr) + 2) : NULL;
+  if (!behavior) {
+    free(instr);
+    return rg_error_set("attack: out of memory");
+  }
+  sprintf(behavior, "%s ", instr); /* gcg.py: behavior += ' ' */
+  free(instr);
+  char init[2 * INIT_SUFFIX_TOKENS];
+  for (int i = 0; i < INIT_SUFFIX_TOKENS; i++) memcpy(init + 2 * i, "! ", 2);
+  init[2 * INIT_SUFFIX_TOKENS - 1] = '\0';
+  idvec v = {0};
+  rg_gcg_case c = {0};
+  int rc = append(j->m, &v, j->before, j->add_bos) || append(j->m, &v, behavior, false) ? -1 : 0;
+  c.suffix_start = v.n;
+  if (rc == 0) rc = append(j->m, &v, init, false);
+  c.n_suffix = v.n - c.suffix_start;
+  if (rc == 0) rc = append(j->m, &v, j->after, false);
+  const int before_target = v.n;
+  if (rc == 0) rc = append(j->m, &v, target, false);
+  c.n_target = v.n - before_target;
+  c.n = v.n;
+  if (rc == 0 && (c.n > MAX_CTX || c.n_target < 1))
+    rc = rg_error_set("attack: behavior %s: %d tokens with the target (at most %d, target >= 1)", b->id, c.n, MAX_CTX);
+  float *losses = rc == 0 ? malloc((size_t)(j->go.steps + 1) * sizeof *losses) : NULL;
+  int n_steps = 0;
+  if (rc == 0 && !losses) rc = rg_error_set("attack: out of memory");
+  if (rc == 0) rc = rg_gcg_run(j->train, j->inf, j->disallowed, v.ids, &c, &j->go, losses, &n_steps);
+  for (int k = 0; rc == 0 && k < n_steps && j->log; k++)
+    rc = rg_csv_writer_str(j->log, b->id) || rg_csv_writer_int(j->log, k + 1) ||
+                 rg_csv_writer_double(j->log, losses[k]) || rg_csv_writer_end_row(j->log)
+             ? -1
+             : 0;
+  char *suffix = rc == 0 ? rg_detokenize(j->m->tokenizer, v.ids + c.suffix_start, c.n_suffix, false) : NULL;
+  if (rc == 0 && !suffix) rc = -1;
+  if (rc == 0) {
+    *test_case = malloc(strlen(behavior) + strlen(suffix) + 1);
+    if (*test_case)
+      sprintf(*test_case, "%s%s", behavior, suffix);
+    else
+      rc = rg_error_set("attack: out of memory");
+    fprintf(stderr, "%s: %d steps, loss %.4f\n", b->id, n_steps, n_steps ? losses[n_steps - 1] : 0.0);
+  }
+  free(suffix), free(losses), free(v.ids), free(behavior);
+  return rc;
+}
+
+int cmd_attack(int argc, char **argv) {
+  const char *model = NULL, *behaviors_path = NULL, *out = NULL, *log_path = NULL, *tmpl_name = NULL;
+  const char *targets_path = "../shared/data/harmbench/harmbench_targets_text.json";
+  int steps = 500, width = 512, top_k = 256, limit = 0, batch = 32, seed = 0, threads = 0;
+  double min_loss = 0;
+  const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory"},
+      {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
+      {"targets", CLI_STRING, &targets_path, "HarmBench targets JSON (../shared/data/harmbench/harmbench_targets_text.json)"},
+      {"out", CLI_STRING, &out, "test cases JSON to write"},
+      {"log", CLI_STRING, &log_path, "CSV of behavior_id, step, loss"},
+      {"steps", CLI_INT, &steps, "GCG steps per behavior (500)"},
+      {"search-width", CLI_INT, &width, "candidates per step (512)"},
+      {"top-k", CLI_INT, &top_k, "tokens per position to sample from (256)"},
+      {"min-loss", CLI_FLOAT, &min_loss, "stop a behavior below this loss (0: never)"},
+      {"limit", CLI_INT, &limit, "attack only the first N behaviors"},
+      {"batch", CLI_INT, &batch, "candidates evaluated together (32)"},
+      {"seed", CLI_INT, &seed, "sampling seed (0)"},
+      {"chat-template", CLI_STRING, &tmpl_name, "chat format name (default: the model's)"},
+      {"threads", CLI_INT, &threads, "threads (all CPUs)"},
+  };
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "--model PATH --behaviors CSV --out FILE [flags]",
+                     pos, 0, &n_pos);
+  if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (!model || !behaviors_path || !out) {
+    rg_error_set("attack: --model, --behaviors and --out are required");
+    return cli_fail();
+  }
+  if (steps < 1 || width < 1 || top_k < 1 || batch < 1 || limit < 0) {
+    rg_error_set("attack: --steps, --search-width, --top-k and --batch must be positive");
+    return cli_fail();
+  }
+  rg_behaviors *bs = rg_behaviors_read(behaviors_path);
+  char *targets_text = bs ? rg_read_file(targets_path, NULL) : NULL;
+  cJSON *targets = targets_text ? cJSON_Parse(targets_text) : NULL;
+  if (targets_text && !cJSON_IsObject(targets)) rg_error_set("%s: not a JSON object of target strings", targets_path);
+  free(targets_text);
+  if (!bs || !cJSON_IsObject(targets)) {
+    rg_behaviors_free(bs);
+    cJSON_Delete(targets);
+    return cli_fail();
+  }
+  attack_job j = {.go = {.steps = steps, .search_width = width, .top_k = top_k, .min_loss = min_loss, .seed = (uint64_t)seed}};
+  rg_chat_template t = {0};
+  rg_completions cases = {0};
+  rg_csv_writer log;
+  bool log_open = false;
+  rc = (j.m = rg_model_load(model)) && cli_chat_template(j.m, tmpl_name, &t) == 0 &&
+               split_template(&t, &j.before, &j.after) == 0
+           ? 0
+           : -1;
+  j.add_bos = !t.bos_text || t.bos_text[0] == '\0'; /* a template that writes BOS gets no second one */
+  if (rc == 0) {
+    rg_session_opts to = {.threads = threads, .max_batch_tokens = MAX_CTX, .max_logit_rows = MAX_CTX, .train = true};
+    rg_session_opts io = {.threads = threads, .max_batch_tokens = batch * 128, .max_logit_rows = batch * 32};
+    j.disallowed = malloc((size_t)j.m->cfg.vocab_size);
+    if (!(j.train = rg_session_new(j.m, 1, MAX_CTX, &to)) || !(j.inf = rg_session_new(j.m, batch, MAX_CTX, &io)) ||
+        !j.disallowed)
+      rc = j.disallowed ? -1 : rg_error_set("attack: out of memory");
+  }
+  if (rc == 0) rg_gcg_disallowed_tokens(j.m, j.disallowed);
+  if (rc == 0 && log_path) {
+    static const char *const HEADER[] = {"behavior_id", "step", "loss"};
+    rc = rg_csv_writer_open(&log, log_path, HEADER, 3);
+    log_open = rc == 0;
+    j.log = log_open ? &log : NULL;
+  }
+  const size_t n = limit > 0 && (size_t)limit < bs->n ? (size_t)limit : bs->n;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    const rg_behavior *b = &bs->items[i];
+    const char *target = read_target(targets, targets_path, b->id);
+    char *tc = NULL;
+    rc = target ? attack_one(&j, b, target, &tc) : -1;
+    if (rc == 0 && rg_completions_add(&cases, b->id, tc, NULL) != 0) rc = rg_error_set("attack: out of memory");
+    free(tc);
+  }
+  if (rc == 0) rc = rg_test_cases_write(out, &cases);
+  if (log_open) {
+    if (rc == 0)
+      rc = rg_csv_writer_close(&log);
+    else
+      rg_csv_writer_abort(&log);
+  }
+  rg_completions_free(&cases);
+  rg_session_free(j.inf);
+  rg_session_free(j.train);
+  free(j.disallowed), free(j.before), free(j.after);
+  rg_chat_template_free(&t);
+  rg_model_free(j.m);
+  cJSON_Delete(targets);
+  rg_behaviors_free(bs);
+  return rc == 0 ? 0 : cli_fail();
+}
