@@ -17,6 +17,7 @@
 #include "model/backend.h"
 #include "model/dtype.h"
 #include "util/error.h"
+#include "backend_cases.h"
 #include "testlib.h"
 
 static const double TOL = 1e-4;
@@ -46,26 +47,6 @@ static double rel_err(const float *got, const double *ref, size_t n) {
   return md / mr;
 }
 
-typedef struct {
-  const char *name;
-  rg_weight_mode mode;
-} backend_case;
-static const backend_case BACKENDS[] = {{"cpu/tiled", RG_WEIGHTS_TILED}, {"cpu/f32", RG_WEIGHTS_F32}};
-enum { N_BACKENDS = sizeof BACKENDS / sizeof BACKENDS[0] };
-
-static rg_backend *new_backend(int i) {
-  rg_backend_opts o = {.threads = 2, .weight_mode = BACKENDS[i].mode};
-  rg_backend *be = rg_backend_cpu_new(&o);
-  assert_non_null(be);
-  return be;
-}
-
-static rg_buf *upload(rg_backend *be, const float *v, size_t n) {
-  rg_buf *b = rg_buf_new(be, n);
-  assert_non_null(b);
-  rg_buf_upload(be, b, 0, v, n);
-  return b;
-}
 static float *download(rg_backend *be, const rg_buf *b, size_t n) {
   float *v = malloc(n * sizeof *v);
   rg_buf_download(be, b, 0, v, n);

@@ -20,17 +20,11 @@
 
 #include "model/backend.h"
 #include "model/dtype.h"
+#include "backend_cases.h"
 #include "testlib.h"
 
 static const double TOL = 1e-4;
 static const float PRE = 0.5f;
-
-typedef struct {
-  const char *name;
-  rg_weight_mode mode;
-} backend_case;
-static const backend_case BACKENDS[] = {{"cpu/tiled", RG_WEIGHTS_TILED}, {"cpu/f32", RG_WEIGHTS_F32}};
-enum { N_BACKENDS = sizeof BACKENDS / sizeof BACKENDS[0] };
 
 static cJSON *cases;
 
@@ -41,13 +35,6 @@ static int setup(void **state) {
 static int teardown(void **state) {
   cJSON_Delete(cases);
   return 0;
-}
-
-static rg_backend *new_backend(int i) {
-  rg_backend_opts o = {.threads = 2, .weight_mode = BACKENDS[i].mode};
-  rg_backend *be = rg_backend_cpu_new(&o);
-  assert_non_null(be);
-  return be;
 }
 
 /* ---------------------------------------------------------------- fixture access */
@@ -89,12 +76,6 @@ static int *iarr(const cJSON *c, const char *key) {
 
 /* ---------------------------------------------------------------- buffers */
 
-static rg_buf *upload(rg_backend *be, const float *v, size_t n) {
-  rg_buf *b = rg_buf_new(be, n);
-  assert_non_null(b);
-  rg_buf_upload(be, b, 0, v, n);
-  return b;
-}
 /* A gradient buffer pre-filled with PRE. */
 static rg_buf *grad_buf(rg_backend *be, size_t n) {
   float *v = malloc(n * sizeof *v);
