@@ -3,7 +3,9 @@
  * writers (single file byte-identical to the reference; sharded split equal
  * to transformers' save_pretrained and loadable by the HF loader).
  * References: tests/fixtures/hf_tiny (tools/reference/make_hf_tiny.py):
- * roundtrip.safetensors from the safetensors library, and save_pretrained's
+ * roundtrip.safetensors.hex (the bytes of a 274-byte file the safetensors
+ * library wrote, kept as hex text so that no .safetensors file is committed;
+ * written back to a scratch file here), and save_pretrained's
  * index of mistral_f16 in mistral_f16.expected.json. */
 #include "testlib.h"
 
@@ -137,12 +139,36 @@ static void test_overlap_and_duplicates(void **state) {
 
 /* ---------------------------------------------------------------- reading */
 
+/* The reference library's file, decoded from its hex fixture into a
+ * scratch file; returns the malloc'd path. */
+static char *reference_file(void) {
+  char *hex_path = t_fixture_path("hf_tiny/roundtrip.safetensors.hex");
+  char *hex = rg_read_file(hex_path, NULL);
+  if (!hex) fail_msg("%s", rg_error_get());
+  size_t n = 0;
+  unsigned char *bytes = malloc(strlen(hex) / 2 + 1);
+  assert_non_null(bytes);
+  for (const char *p = hex; *p;) {
+    unsigned v;
+    if (*p == '\n') {
+      p++;
+      continue;
+    }
+    if (sscanf(p, "%2x", &v) != 1) fail_msg("%s: not hex at offset %ld", hex_path, (long)(p - hex));
+    bytes[n++] = (unsigned char)v;
+    p += 2;
+  }
+  char *path = t_write_tmp("roundtrip.safetensors", bytes, n);
+  free(bytes), free(hex), free(hex_path);
+  return path;
+}
+
 /* The reference library's file: shapes reversed into ggml order, values equal
  * to torch's (exact: the fixture stores the very values torch wrote,
  * widened to float32, which is lossless for f16/bf16). */
 static void test_read_reference_file(void **state) {
   (void)state;
-  char *path = t_fixture_path("hf_tiny/roundtrip.safetensors");
+  char *path = reference_file();
   rg_safetensors *st = rg_safetensors_open(path);
   if (!st) fail_msg("%s", rg_error_get());
   cJSON *want = t_read_json_fixture("hf_tiny/roundtrip.json");
@@ -175,7 +201,7 @@ static void test_read_reference_file(void **state) {
  * byte for byte: same key order, offsets, space padding to 8 bytes. */
 static void test_writer_matches_reference(void **state) {
   (void)state;
-  char *ref_path = t_fixture_path("hf_tiny/roundtrip.safetensors");
+  char *ref_path = reference_file();
   rg_safetensors *st = rg_safetensors_open(ref_path);
   assert_non_null(st);
   int n = rg_safetensors_n_tensors(st);

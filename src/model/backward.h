@@ -11,7 +11,8 @@
  *      and can return the gradient with respect to the token embeddings of
  *      the batch (what GCG differentiates).
  * Interventions set on the session are differentiated too (ablation is its
- * own backward; activation addition passes gradients through unchanged).
+ * own backward; activation addition passes gradients through unchanged);
+ * unlike the plain pass, that path is not yet checked against a reference.
  *
  * Ownership: an rg_grads belongs to the session it was made for and must be
  * freed (rg_grads_free) before that session.

@@ -43,7 +43,7 @@ taken from transformers/torch (independent of refgeo):
                against transformers' split (mistral_f16)
     "index":   save_pretrained's model.safetensors.index.json (sharded only)
     "synth":   the synth-model arguments that write the weights
-Also roundtrip.safetensors/.json (see write_roundtrip).
+Also roundtrip.safetensors.hex/.json (see write_roundtrip).
 """
 import json
 import math
@@ -55,7 +55,7 @@ import tempfile
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM)
@@ -277,14 +277,18 @@ def main(out_root, ref_root, refgeo):
 
 
 def write_roundtrip(out_root):
-    """roundtrip.safetensors: three small tensors written by the reference
-    safetensors library, and roundtrip.json with their values, so the C test
-    can check its reader's values and that its writer reproduces the file
-    byte for byte (same header layout and space padding)."""
+    """roundtrip.safetensors.hex: the bytes (as hex text, so that no
+    .safetensors file is committed) of three small tensors written by the
+    reference safetensors library, and roundtrip.json with their values, so
+    the C test can check its reader's values and that its writer reproduces
+    the file byte for byte (same header layout and space padding)."""
     ref = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3) * 0.5 - 1.0,
            "b.weight": torch.linspace(-2, 2, 5).to(torch.bfloat16),
            "c": (torch.arange(8, dtype=torch.float32).reshape(2, 2, 2) / 3).to(torch.float16)}
-    save_file(ref, os.path.join(out_root, "roundtrip.safetensors"), metadata={"format": "pt"})
+    data = save(ref, metadata={"format": "pt"})
+    hexed = data.hex()
+    with open(os.path.join(out_root, "roundtrip.safetensors.hex"), "w") as f:
+        f.write("\n".join(hexed[i : i + 64] for i in range(0, len(hexed), 64)) + "\n")
     desc = {k: {"shape": list(v.shape), "values": v.reshape(-1).to(torch.float32).tolist()} for k, v in ref.items()}
     with open(os.path.join(out_root, "roundtrip.json"), "w") as f:
         json.dump(desc, f, indent=1)
