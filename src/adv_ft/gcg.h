@@ -39,7 +39,10 @@ typedef struct {
 
 /* HarmBench's filter (get_nonascii_toks): disallowed[i] = 1 for ids i >= 3
  * whose decoding is not printable ASCII (0x20..0x7e only), and for the BOS,
- * EOS, PAD and UNK ids. disallowed has vocab_size entries. */
+ * EOS, PAD and UNK ids. disallowed has vocab_size entries. Embedding rows
+ * past the tokenizer's vocabulary (which rg_detokenize cannot decode) are
+ * disallowed too; HarmBench, ranging over tokenizer.vocab_size, leaves
+ * them allowed. */
 void rg_gcg_disallowed_tokens(const rg_model *m, unsigned char *disallowed);
 
 /* Step 1: grad[n_suffix, vocab] for the case, on a training session (made
