@@ -9,8 +9,11 @@
 
 /* ---------------------------------------------------------------- construction */
 
-static uint32_t hash_bytes(const char *s, size_t len) {
-  uint32_t h = 2166136261u; /* FNV-1a */
+static const uint32_t FNV_OFFSET = 2166136261u;
+
+/* FNV-1a of H's bytes followed by the LEN bytes at S (start with
+ * FNV_OFFSET): a text hashed in two parts hashes as the whole. */
+static uint32_t hash_more(uint32_t h, const char *s, size_t len) {
   for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
   return h;
 }
@@ -30,10 +33,16 @@ rg_tokenizer *rg_tok_alloc(rg_tokenizer_kind kind, const char *source, int n_voc
   t->bos = t->eos = t->pad = t->unk = -1;
   memset(t->byte_token, 0xff, sizeof t->byte_token);
   t->source = strdup(source ? source : "tokenizer");
-  t->text = calloc((size_t)n_vocab, sizeof *t->text);
+  /* The text block starts small and doubles: its size follows the texts
+   * the file holds, not the vocabulary size it claims. */
+  t->texts_cap = 4096;
+  t->texts = malloc(t->texts_cap);
+  t->text_off = calloc((size_t)n_vocab, sizeof *t->text_off);
   t->len = calloc((size_t)n_vocab, sizeof *t->len);
   t->special = calloc((size_t)n_vocab, sizeof *t->special);
-  if (!t->source || !t->text || !t->len || !t->special) goto oom;
+  if (!t->source || !t->texts || !t->text_off || !t->len || !t->special) goto oom;
+  t->texts[0] = '\0'; /* offset 0: every id's text until it is set */
+  t->texts_len = 1;
   return t;
 oom:
   rg_tokenizer_free(t);
@@ -44,13 +53,21 @@ oom:
 int rg_tok_set_text(rg_tokenizer *t, int32_t id, const char *text, size_t len) {
   if (id < 0 || id >= t->n_vocab) return rg_error_set("%s: token id %d out of range", t->source, (int)id);
   if (len > 65536) return rg_error_set("%s: token %d is %zu bytes long", t->source, (int)id, len);
-  char *copy = malloc(len + 1);
-  if (!copy) return rg_error_set("%s: out of memory", t->source);
-  memcpy(copy, text, len);
-  copy[len] = '\0';
-  free(t->text[id]);
-  t->text[id] = copy;
+  if (len + 1 > t->texts_cap - t->texts_len) {
+    size_t cap = t->texts_cap;
+    while (len + 1 > cap - t->texts_len) cap *= 2;
+    char *grown = realloc(t->texts, cap);
+    if (!grown) return rg_error_set("%s: out of memory for the token texts", t->source);
+    t->texts = grown;
+    t->texts_cap = cap;
+  }
+  /* A text set twice (tokenizer.json lists an added token in the vocab too)
+   * leaves its first copy unused in the block. */
+  memcpy(t->texts + t->texts_len, text, len);
+  t->texts[t->texts_len + len] = '\0';
+  t->text_off[id] = t->texts_len;
   t->len[id] = (int)len;
+  t->texts_len += len + 1;
   return 0;
 }
 
@@ -62,15 +79,12 @@ int rg_tok_index_vocab(rg_tokenizer *t) {
   memset(t->vocab.slots, 0xff, sizeof *t->vocab.slots * cap);
   t->vocab.mask = cap - 1;
   for (int32_t id = 0; id < t->n_vocab; id++) {
-    if (!t->text[id]) {
-      if (rg_tok_set_text(t, id, "", 0)) return -1;
-      continue; /* an unused id is never looked up */
-    }
-    if (t->len[id] == 0) continue;
-    uint32_t i = hash_bytes(t->text[id], (size_t)t->len[id]) & t->vocab.mask;
+    if (t->len[id] == 0) continue; /* an unused id is never looked up */
+    const char *text = rg_tok_text(t, id);
+    uint32_t i = hash_more(FNV_OFFSET, text, (size_t)t->len[id]) & t->vocab.mask;
     while (t->vocab.slots[i] >= 0) {
       int32_t other = t->vocab.slots[i];
-      if (t->len[other] == t->len[id] && memcmp(t->text[other], t->text[id], (size_t)t->len[id]) == 0) break;
+      if (t->len[other] == t->len[id] && memcmp(rg_tok_text(t, other), text, (size_t)t->len[id]) == 0) break;
       i = (i + 1) & t->vocab.mask;
     }
     if (t->vocab.slots[i] < 0) t->vocab.slots[i] = id; /* first id wins for duplicates */
@@ -78,14 +92,20 @@ int rg_tok_index_vocab(rg_tokenizer *t) {
   return 0;
 }
 
-int32_t rg_tok_find(const rg_tokenizer *t, const char *s, size_t len) {
+/* Id of the token whose text is the A_LEN bytes at A followed by the B_LEN
+ * bytes at B, or -1; a merge's result is found without building it. */
+static int32_t find_concat(const rg_tokenizer *t, const char *a, size_t a_len, const char *b, size_t b_len) {
+  const size_t len = a_len + b_len;
   if (!t->vocab.slots || len == 0) return -1;
-  for (uint32_t i = hash_bytes(s, len) & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
+  for (uint32_t i = hash_more(hash_more(FNV_OFFSET, a, a_len), b, b_len) & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
     int32_t id = t->vocab.slots[i];
     if (id < 0) return -1;
-    if ((size_t)t->len[id] == len && memcmp(t->text[id], s, len) == 0) return id;
+    const char *text = rg_tok_text(t, id);
+    if ((size_t)t->len[id] == len && memcmp(text, a, a_len) == 0 && memcmp(text + a_len, b, b_len) == 0) return id;
   }
 }
+
+int32_t rg_tok_find(const rg_tokenizer *t, const char *s, size_t len) { return find_concat(t, s, len, "", 0); }
 
 int rg_tok_add_merge(rg_tokenizer *t, const char *left, size_t left_len, const char *right, size_t right_len) {
   int rank = t->n_merges;
@@ -93,13 +113,7 @@ int rg_tok_add_merge(rg_tokenizer *t, const char *left, size_t left_len, const c
   if (l < 0 || r < 0)
     return rg_error_set("%s: merge %d ('%.*s %.*s') uses a token not in the vocabulary", t->source, rank,
                         (int)left_len, left, (int)right_len, right);
-  if (left_len + right_len > 65536) return rg_error_set("%s: merge %d is too long", t->source, rank);
-  char *cat = malloc(left_len + right_len);
-  if (!cat) return rg_error_set("%s: out of memory", t->source);
-  memcpy(cat, left, left_len);
-  memcpy(cat + left_len, right, right_len);
-  int32_t m = rg_tok_find(t, cat, left_len + right_len);
-  free(cat);
+  int32_t m = find_concat(t, left, left_len, right, right_len);
   if (m < 0)
     return rg_error_set("%s: merge %d ('%.*s %.*s') makes a token not in the vocabulary", t->source, rank,
                         (int)left_len, left, (int)right_len, right);
@@ -141,9 +155,12 @@ int rg_tok_add_added(rg_tokenizer *t, int32_t id, bool special) {
       t->added[i].special = t->added[i].special || special;
       return 0;
     }
-  rg_added_token *a = realloc(t->added, sizeof *a * (size_t)(t->n_added + 1));
-  if (!a) return rg_error_set("%s: out of memory", t->source);
-  t->added = a;
+  const int n = t->n_added;
+  if ((n & (n - 1)) == 0) { /* grow at powers of two */
+    rg_added_token *a = realloc(t->added, sizeof *a * (size_t)(n ? 2 * n : 1));
+    if (!a) return rg_error_set("%s: out of memory", t->source);
+    t->added = a;
+  }
   t->added[t->n_added++] = (rg_added_token){id, special};
   return 0;
 }
@@ -184,9 +201,8 @@ int rg_tok_add_regex(rg_tokenizer *t, const char *pattern, size_t len, bool lite
 
 void rg_tokenizer_free(rg_tokenizer *t) {
   if (!t) return;
-  if (t->text)
-    for (int i = 0; i < t->n_vocab; i++) free(t->text[i]);
-  free(t->text);
+  free(t->texts);
+  free(t->text_off);
   free(t->len);
   free(t->score);
   free(t->special);
@@ -212,7 +228,7 @@ int32_t rg_tokenizer_unk(const rg_tokenizer *t) { return t->unk; }
 bool rg_tokenizer_adds_bos(const rg_tokenizer *t) { return t->add_bos && t->bos >= 0; }
 
 const char *rg_token_text(const rg_tokenizer *t, int32_t id) {
-  return id >= 0 && id < t->n_vocab ? t->text[id] : NULL;
+  return id >= 0 && id < t->n_vocab ? rg_tok_text(t, id) : NULL;
 }
 
 int32_t rg_token_lookup(const rg_tokenizer *t, const char *text) { return rg_tok_find(t, text, strlen(text)); }
@@ -243,7 +259,7 @@ static int32_t match_added(const rg_tokenizer *t, const char *s, size_t n, bool 
     const rg_added_token *a = &t->added[i];
     if (a->special && !parse_special) continue;
     int len = t->len[a->id];
-    if (len > best_len && (size_t)len <= n && memcmp(t->text[a->id], s, (size_t)len) == 0) {
+    if (len > best_len && (size_t)len <= n && memcmp(rg_tok_text(t, a->id), s, (size_t)len) == 0) {
       best = a->id;
       best_len = len;
     }
@@ -386,7 +402,7 @@ static int decode_byte_level(const char *tok, size_t n, strbuf *b) {
 
 /* SentencePiece: <0xXX> is a raw byte, U+2581 is a space. */
 static int decode_spm(const rg_tokenizer *t, int32_t id, strbuf *b) {
-  const char *tok = t->text[id];
+  const char *tok = rg_tok_text(t, id);
   size_t n = (size_t)t->len[id];
   unsigned byte;
   if (n == 6 && sscanf(tok, "<0x%2X>", &byte) == 1 && t->byte_token[byte & 0xFF] == id) {
@@ -415,7 +431,7 @@ char *rg_detokenize(const rg_tokenizer *t, const int32_t *ids, int n_ids, bool s
       return NULL;
     }
     if (skip_special && t->special[id]) continue;
-    int rc = t->kind == RG_TOK_BPE_BYTE ? decode_byte_level(t->text[id], (size_t)t->len[id], &b) : decode_spm(t, id, &b);
+    int rc = t->kind == RG_TOK_BPE_BYTE ? decode_byte_level(rg_tok_text(t, id), (size_t)t->len[id], &b) : decode_spm(t, id, &b);
     if (rc) {
       free(b.s);
       return NULL;

@@ -69,7 +69,13 @@ struct rg_tokenizer {
   char *source; /* file name used in error messages */
 
   int n_vocab;
-  char **text; /* token texts, NUL-terminated ("" for an unused id) */
+  /* Every token's text, NUL-terminated, in one block (a vocabulary is tens
+   * of thousands of short strings: one allocation instead of one each).
+   * Token id's text is texts + text_off[id], len[id] bytes long; offset 0
+   * holds "", the text of an unused id. */
+  char *texts;
+  size_t texts_len, texts_cap;
+  size_t *text_off;
   int *len;
   float *score;  /* SentencePiece piece scores, NULL when merging by rank */
   bool *special; /* control/unknown tokens and special added tokens */
@@ -107,6 +113,8 @@ struct rg_tokenizer {
 rg_tokenizer *rg_tok_alloc(rg_tokenizer_kind kind, const char *source, int n_vocab);
 /* Sets token ID's text (copied). -1 with the error set on a bad id or no memory. */
 int rg_tok_set_text(rg_tokenizer *t, int32_t id, const char *text, size_t len);
+/* Token ID's text (ID in range). */
+static inline const char *rg_tok_text(const rg_tokenizer *t, int32_t id) { return t->texts + t->text_off[id]; }
 /* Builds the text->id map; duplicates keep the lowest id. After all texts. */
 int rg_tok_index_vocab(rg_tokenizer *t);
 /* Id of the token whose text is the LEN bytes at S, or -1. */
