@@ -8,11 +8,14 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 REFGEO_MODEL="$(bash scripts/fetch-model.sh)"
 export REFGEO_MODEL
+# llama.cpp's tokenizer conformance suite for test_tokenizer_suite
+REFGEO_TOKENIZER_SUITE="$(bash scripts/fetch-tokenizer-suite.sh)"
+export REFGEO_TOKENIZER_SUITE
 JOBS="$(nproc)"
 
 run_suite() { # build-dir, cmake args...
   local dir="$1"; shift
-  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" "$@" >/dev/null
+  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_TOKENIZER_SUITE="$REFGEO_TOKENIZER_SUITE" "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
   (cd "$dir" && ctest --output-on-failure -j "$JOBS")
 }

@@ -14,49 +14,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-/* ---------------------------------------------------------------- byte writer */
-
-typedef struct {
-  uint8_t *buf;
-  size_t len, cap;
-} bytes;
-
-static void put(bytes *b, const void *p, size_t n) {
-  if (b->len + n > b->cap) {
-    b->cap = (b->len + n) * 2 + 64;
-    b->buf = realloc(b->buf, b->cap);
-    assert_non_null(b->buf);
-  }
-  memcpy(b->buf + b->len, p, n);
-  b->len += n;
-}
-static void put_u32(bytes *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(bytes *b, uint64_t v) { put(b, &v, 8); }
-static void put_f32(bytes *b, float v) { put(b, &v, 4); }
-static void put_str(bytes *b, const char *s) {
-  put_u64(b, strlen(s));
-  put(b, s, strlen(s));
-}
-static void kv_str(bytes *b, const char *key, const char *val) {
-  put_str(b, key);
-  put_u32(b, RG_GGUF_STRING);
-  put_str(b, val);
-}
-static void kv_u32(bytes *b, const char *key, uint32_t val) {
-  put_str(b, key);
-  put_u32(b, RG_GGUF_U32);
-  put_u32(b, val);
-}
-static void kv_f32(bytes *b, const char *key, float val) {
-  put_str(b, key);
-  put_u32(b, RG_GGUF_F32);
-  put_f32(b, val);
-}
-static void pad_to(bytes *b, size_t align) {
-  while (b->len % align) put(b, "", 1);
-}
-static void patch_u32(bytes *b, size_t at, uint32_t v) { memcpy(b->buf + at, &v, 4); }
-static void patch_u64(bytes *b, size_t at, uint64_t v) { memcpy(b->buf + at, &v, 8); }
+#include "gguf_writer.h"
 
 /* ---------------------------------------------------------------- a tiny valid file */
 
