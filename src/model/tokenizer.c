@@ -179,8 +179,13 @@ int rg_tok_add_regex(rg_tokenizer *t, const char *pattern, size_t len, bool lite
   if (pattern) {
     int err;
     PCRE2_SIZE at;
-    re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &err, &at,
-                       NULL);
+    /* PCRE2_LITERAL admits only a few other options (pcre2_compile(3): UTF
+     * is one, UCP is not, and asking for it fails every literal pattern with
+     * "invalid option bits with PCRE2_LITERAL"). A literal has no character
+     * classes, so UCP would change nothing; UTF keeps matches on character
+     * boundaries. */
+    uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+    re = pcre2_compile((PCRE2_SPTR)pattern, len, options, &err, &at, NULL);
     if (!re) {
       PCRE2_UCHAR msg[120];
       pcre2_get_error_message(err, msg, sizeof msg);

@@ -1,0 +1,168 @@
+/* test_tokenizer_forms: the Mistral-7B tokenizer in every tokenizer.json form
+ * the Hub uses, and a Split-String tokenizer, give Hugging Face `tokenizers`'
+ * ids on the repo's prompt sets.
+ *
+ * tests/fixtures/tokenizer/spm_forms.json (tools/reference/make_spm_form_fixtures.py)
+ * holds each form as an edit of a committed tokenizer.json (the top-level
+ * fields that replace the base's), the texts (engine strings of cases.json,
+ * data/prompts, HarmBench behaviors and contexts, XSTest prompts) and the ids
+ * `tokenizers` gave for each form with add_special_tokens=False. The forms:
+ *   legacy                Prepend + Replace normalizer, no pre-tokenizer
+ *   metaspace_first       Metaspace, prepend_scheme "first", split false
+ *   metaspace_split       Metaspace, prepend_scheme "always", split true
+ *   metaspace_first_v015  Metaspace as tokenizers 0.15 wrote it (no "split"
+ *                         key, which now means true), prepend_scheme "first"
+ *   split_string          legacy + Split pre-tokenizers on literal patterns
+ * The test writes each form's file exactly as the script built it, loads it
+ * with rg_tokenizer_from_json, and compares every id; there is no tolerance.
+ * Before the PCRE2_LITERAL fix the last three forms did not load at all. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tokenizer.h"
+#include "testlib.h"
+#include "util/error.h"
+
+enum { MAX_SETS = 8 };
+
+typedef struct {
+  const char *name;
+  int texts, ids, mismatches;
+} set_count;
+
+static set_count *count_for(set_count *sets, int *n_sets, const char *name) {
+  for (int i = 0; i < *n_sets; i++)
+    if (strcmp(sets[i].name, name) == 0) return &sets[i];
+  assert_true(*n_sets < MAX_SETS);
+  sets[*n_sets] = (set_count){name, 0, 0, 0};
+  return &sets[(*n_sets)++];
+}
+
+/* The text's bytes: "text" (UTF-8) or "hex" (invalid UTF-8 or NUL). */
+static char *text_bytes(const cJSON *entry, size_t *len) {
+  const cJSON *text = cJSON_GetObjectItem(entry, "text");
+  if (cJSON_IsString(text)) {
+    *len = strlen(text->valuestring);
+    char *copy = malloc(*len + 1);
+    memcpy(copy, text->valuestring, *len + 1);
+    return copy;
+  }
+  const char *hex = cJSON_GetObjectItem(entry, "hex")->valuestring;
+  *len = strlen(hex) / 2;
+  char *out = malloc(*len + 1);
+  for (size_t i = 0; i < *len; i++) {
+    unsigned b;
+    assert_int_equal(sscanf(hex + 2 * i, "%2x", &b), 1);
+    out[i] = (char)b;
+  }
+  return out;
+}
+
+/* Writes FORM's tokenizer.json (base file with the edited fields replaced). */
+static char *write_form(const cJSON *form) {
+  char rel[256];
+  snprintf(rel, sizeof rel, "tokenizer/%s", cJSON_GetObjectItem(form, "base")->valuestring);
+  cJSON *root = t_read_json_fixture(rel);
+  const cJSON *field;
+  cJSON_ArrayForEach(field, cJSON_GetObjectItem(form, "edit")) {
+    cJSON_DeleteItemFromObjectCaseSensitive(root, field->string);
+    cJSON_AddItemToObject(root, field->string, cJSON_Duplicate(field, true));
+  }
+  char *json = cJSON_PrintUnformatted(root);
+  snprintf(rel, sizeof rel, "form_%s_tokenizer.json", cJSON_GetObjectItem(form, "name")->valuestring);
+  char *path = t_write_tmp(rel, json, strlen(json));
+  free(json);
+  cJSON_Delete(root);
+  return path;
+}
+
+static bool same_ids(const int32_t *ids, int n, const cJSON *expected) {
+  if (cJSON_GetArraySize(expected) != n) return false;
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, expected) if (e->valueint != ids[i++]) return false;
+  return true;
+}
+
+/* Tokenizes every text with FORM; returns its mismatches, or -1 when the form
+ * does not load (the other forms still run, so one report shows them all). */
+static int check_form(const cJSON *fx, const cJSON *form) {
+  const char *name = cJSON_GetObjectItem(form, "name")->valuestring;
+  const cJSON *same_as = cJSON_GetObjectItem(form, "same_as");
+  const cJSON *ids = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), name);
+  const cJSON *fallback =
+      cJSON_IsString(same_as) ? cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), same_as->valuestring) : NULL;
+  char *path = write_form(form);
+  rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+  free(path);
+  if (!t) {
+    fprintf(stderr, "%-21s does not load: %s\n", name, rg_error_get());
+    return -1;
+  }
+  assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_SPM);
+
+  set_count sets[MAX_SETS];
+  int n_sets = 0, reported = 0, i = 0;
+  const cJSON *entry;
+  cJSON_ArrayForEach(entry, cJSON_GetObjectItem(fx, "texts")) {
+    const cJSON *expected = cJSON_GetArrayItem(ids, i);
+    if (cJSON_IsNull(expected)) expected = cJSON_GetArrayItem(fallback, i);
+    assert_true(cJSON_IsArray(expected));
+    size_t len;
+    char *text = text_bytes(entry, &len);
+    int32_t *got;
+    int n;
+    assert_int_equal(rg_tokenize(t, text, len, true, false, &got, &n), 0);
+    set_count *c = count_for(sets, &n_sets, cJSON_GetObjectItem(entry, "set")->valuestring);
+    c->texts++;
+    c->ids += cJSON_GetArraySize(expected);
+    if (!same_ids(got, n, expected)) {
+      c->mismatches++;
+      if (reported++ < 5) {
+        char *want = cJSON_PrintUnformatted(expected);
+        fprintf(stderr, "%s: text %d \"%.60s\": expected %s, got [", name, i, text, want);
+        for (int k = 0; k < n; k++) fprintf(stderr, "%s%d", k ? "," : "", got[k]);
+        fprintf(stderr, "]\n");
+        free(want);
+      }
+    }
+    free(got);
+    free(text);
+    i++;
+  }
+  int mismatches = 0;
+  for (int s = 0; s < n_sets; s++) {
+    fprintf(stderr, "%-21s %-10s %4d texts %6d ids %d mismatches\n", name, sets[s].name, sets[s].texts, sets[s].ids,
+            sets[s].mismatches);
+    mismatches += sets[s].mismatches;
+  }
+  assert_int_equal(n_sets, 4); /* engine, prompts, harmbench, xstest */
+  rg_tokenizer_free(t);
+  return mismatches;
+}
+
+static void test_forms(void **state) {
+  (void)state;
+  cJSON *fx = t_read_json_fixture("tokenizer/spm_forms.json");
+  /* The sets are as large as their sources: 320 engine strings, 144 data/
+   * prompts instructions, 400 HarmBench behaviors + 100 contexts, 450 XSTest. */
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(fx, "texts")), 320 + 144 + 500 + 450);
+  int n_forms = 0, n_bad = 0;
+  const cJSON *form;
+  cJSON_ArrayForEach(form, cJSON_GetObjectItem(fx, "forms")) {
+    n_bad += check_form(fx, form) != 0;
+    n_forms++;
+  }
+  assert_int_equal(n_forms, 5);
+  assert_int_equal(n_bad, 0);
+  cJSON_Delete(fx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_forms),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
