@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dtype.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "testlib.h"
@@ -285,23 +286,39 @@ static void test_real_header(void **state) {
 
 /* ---------------------------------------------------------------- loader checks on a tiny model */
 
+/* Variations of the tiny model: SKIP omits one tensor, BAD_Q gives attn_q a
+ * wrong shape, BLOCK_COUNT (if not 0) replaces llama.block_count 1, EXTRA
+ * adds one more [32] f32 tensor of that name. */
+typedef struct {
+  const char *skip;
+  bool bad_q;
+  uint32_t block_count;
+  const char *extra;
+} tiny_opts;
+
 /* A one-layer llama GGUF (d_model 32, 2 heads, 1 kv head, ff 64, vocab 4)
- * with f32 tensors; SKIP omits one tensor, BAD_Q gives attn_q a wrong shape. */
-static bytes tiny_model(const char *skip, bool bad_q) {
+ * with f32 tensors, varied by O. */
+static bytes tiny_model(tiny_opts o) {
   static const struct { const char *name; int64_t ne0, ne1; } T[] = {
       {"token_embd.weight", 32, 4},       {"output_norm.weight", 32, 1},   {"blk.0.attn_norm.weight", 32, 1},
       {"blk.0.attn_q.weight", 32, 32},    {"blk.0.attn_k.weight", 32, 16}, {"blk.0.attn_v.weight", 32, 16},
       {"blk.0.attn_output.weight", 32, 32}, {"blk.0.ffn_norm.weight", 32, 1}, {"blk.0.ffn_gate.weight", 32, 64},
       {"blk.0.ffn_up.weight", 32, 64},    {"blk.0.ffn_down.weight", 64, 32},
   };
-  const int n_t = (int)(sizeof T / sizeof T[0]) - (skip ? 1 : 0);
+  const char *skip = o.skip;
+  const int n_t = (int)(sizeof T / sizeof T[0]) - (skip ? 1 : 0) + (o.extra ? 1 : 0);
   bytes b = {0};
   put_u32(&b, 0x46554747);
   put_u32(&b, 3);
   put_u64(&b, (uint64_t)n_t);
-  put_u64(&b, 10);
+  put_u64(&b, 12);
   kv_str(&b, "general.architecture", "llama");
-  kv_u32(&b, "llama.block_count", 1);
+  kv_str(&b, "tokenizer.ggml.model", "gpt2");
+  put_str(&b, "tokenizer.ggml.merges");
+  put_u32(&b, RG_GGUF_ARRAY);
+  put_u32(&b, RG_GGUF_STRING);
+  put_u64(&b, 0);
+  kv_u32(&b, "llama.block_count", o.block_count ? o.block_count : 1);
   kv_u32(&b, "llama.embedding_length", 32);
   kv_u32(&b, "llama.feed_forward_length", 64);
   kv_u32(&b, "llama.attention.head_count", 2);
@@ -318,7 +335,7 @@ static bytes tiny_model(const char *skip, bool bad_q) {
   uint64_t off = 0;
   for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
     if (skip && strcmp(T[i].name, skip) == 0) continue;
-    int64_t ne1 = bad_q && strcmp(T[i].name, "blk.0.attn_q.weight") == 0 ? 16 : T[i].ne1;
+    int64_t ne1 = o.bad_q && strcmp(T[i].name, "blk.0.attn_q.weight") == 0 ? 16 : T[i].ne1;
     put_str(&b, T[i].name);
     put_u32(&b, T[i].ne1 == 1 ? 1 : 2);
     put_u64(&b, (uint64_t)T[i].ne0);
@@ -326,6 +343,14 @@ static bytes tiny_model(const char *skip, bool bad_q) {
     put_u32(&b, 0);
     put_u64(&b, off);
     off += (uint64_t)(T[i].ne0 * ne1 * 4 + 31) / 32 * 32;
+  }
+  if (o.extra) {
+    put_str(&b, o.extra);
+    put_u32(&b, 1);
+    put_u64(&b, 32);
+    put_u32(&b, 0);
+    put_u64(&b, off);
+    off += 32 * 4;
   }
   pad_to(&b, 32);
   uint8_t *zeros = calloc(1, off);
@@ -351,14 +376,73 @@ static void expect_load_error(const bytes *b, const char *want) {
 
 static void test_model_checks(void **state) {
   (void)state;
-  bytes b = tiny_model("blk.0.ffn_up.weight", false);
+  bytes b = tiny_model((tiny_opts){.skip = "blk.0.ffn_up.weight"});
   expect_load_error(&b, "missing tensor blk.0.ffn_up.weight");
   free(b.buf);
-  b = tiny_model(NULL, true);
+  b = tiny_model((tiny_opts){.bad_q = true});
   expect_load_error(&b, "tensor blk.0.attn_q.weight has shape [32, 16] but the config implies [32, 32]");
   free(b.buf);
-  b = tiny_model("blk.0.ffn_norm.weight", false);
+  b = tiny_model((tiny_opts){.skip = "blk.0.ffn_norm.weight"});
   expect_load_error(&b, "missing tensor blk.0.ffn_norm.weight");
+  free(b.buf);
+}
+
+/* Issue 17, defect 2: llama.block_count sized a calloc before any tensor was
+ * looked at (10^9 layers: "out of memory", an abort under ASan). It is now
+ * checked against the layers whose tensors the file holds, first. */
+static void test_block_count_bounded_by_tensors(void **state) {
+  (void)state;
+  bytes b = tiny_model((tiny_opts){.block_count = 1000000000});
+  expect_load_error(&b, "llama.block_count is 1000000000 but the weights hold tensors for 1 layer");
+  free(b.buf);
+  b = tiny_model((tiny_opts){.block_count = 2});
+  expect_load_error(&b, "llama.block_count is 2 but the weights hold tensors for 1 layer");
+  free(b.buf);
+}
+
+/* A layer number that does not fit in 32 bits is not a layer: sscanf("%u")
+ * wrapped blk.4294967296 to layer 0, so the model held two tensors named
+ * model.layers.0.input_layernorm.weight. It keeps its GGUF name instead. */
+static void test_layer_number_wrap(void **state) {
+  (void)state;
+  bytes b = tiny_model((tiny_opts){.extra = "blk.4294967296.attn_norm.weight"});
+  char *path = write_named("tiny-model.gguf", &b, b.len);
+  rg_model *m = rg_model_load(path);
+  if (!m) fail_msg("%s", rg_error_get());
+  assert_non_null(rg_model_find_tensor(m, "blk.4294967296.attn_norm.weight"));
+  int n = 0;
+  for (int i = 0; i < m->n_tensors; i++) n += strcmp(m->tensors[i].name, "model.layers.0.input_layernorm.weight") == 0;
+  assert_int_equal(n, 1);
+  rg_model_free(m);
+  free(path);
+  free(b.buf);
+}
+
+/* Issue 17, defect 1: the byte size of a tensor wrapped around 2^64. Tensor
+ * 'b' made f32 with ne[0] = 2^62 + 8 needs 2^64 + 32 bytes, which wrapped to
+ * 32, fit in the 34 bytes the file holds, and was accepted. */
+static void test_size_wrap(void **state) {
+  (void)state;
+  const int64_t wrap = ((int64_t)1 << 62) + 8;
+  assert_int_equal(rg_dtype_row_bytes(RG_F32, wrap), 0);
+  assert_int_equal(rg_dtype_row_bytes(RG_F32, ((int64_t)1 << 62) + 16), 0); /* issue's example: was 64 */
+  assert_int_equal(rg_dtype_row_bytes(RG_F64, INT64_MAX), 0);
+  /* Large but representable: 2^58 - 1 q8_0 blocks of 34 bytes. */
+  assert_int_equal(rg_dtype_row_bytes(RG_Q8_0, INT64_MAX / 32 * 32), (((size_t)1 << 58) - 1) * 34);
+  assert_int_equal(rg_dtype_row_bytes(RG_F32, ((int64_t)1 << 61) - 1), (((size_t)1 << 61) - 1) * 4);
+  tiny_layout at;
+  bytes b = tiny_gguf(&at);
+  patch_u32(&b, at.tensor_b_type, 0 /* f32 */);
+  patch_u64(&b, at.tensor_b_ne0, (uint64_t)wrap);
+  char *path = write_named("wrap.gguf", &b, b.len);
+  expect_open_error(path, "tensor 'b' (f32, 4611686018427387912 x 1 elements) needs more than 2^64 bytes");
+  free(path);
+  /* An offset that wraps the extent around is refused too. */
+  b = (free(b.buf), tiny_gguf(&at));
+  patch_u64(&b, at.tensor_b_offset, UINT64_MAX - 31);
+  path = write_named("wrap-offset.gguf", &b, b.len);
+  expect_open_error(path, "tensor 'b' data offset 18446744073709551584 plus its 34 bytes is past any file size");
+  free(path);
   free(b.buf);
 }
 
@@ -397,6 +481,8 @@ int main(void) {
       cmocka_unit_test(test_tiny_valid),   cmocka_unit_test(test_truncated),    cmocka_unit_test(test_corrupt_fields),
       cmocka_unit_test(test_byte_mutations),
       cmocka_unit_test(test_real_header),  cmocka_unit_test(test_model_checks), cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test(test_size_wrap),    cmocka_unit_test(test_block_count_bounded_by_tensors),
+      cmocka_unit_test(test_layer_number_wrap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -263,6 +263,21 @@ static void test_shape_and_tensor_errors(void **state) {
   expect_load_error(make_variant("hf_no_tok", "llama_f32", no_tok, NULL), "no tokenizer.json", NULL);
 }
 
+static void billion_layers(cJSON *j) { cJSON_ReplaceItemInObject(j, "num_hidden_layers", cJSON_CreateNumber(1e9)); }
+static void three_layers(cJSON *j) { cJSON_ReplaceItemInObject(j, "num_hidden_layers", cJSON_CreateNumber(3)); }
+
+/* Issue 17, defect 2: num_hidden_layers sized a calloc before any tensor was
+ * looked at, so 10^9 layers gave "out of memory" (under ASan an abort). It
+ * is now checked against the layers the weights hold first (llama_f32 has
+ * 2); one layer too many is refused the same way, not as a missing tensor. */
+static void test_layer_count_bounded_by_weights(void **state) {
+  (void)state;
+  expect_load_error(make_variant("hf_1e9_layers", "llama_f32", NULL, billion_layers),
+                    "num_hidden_layers (config.json) is 1000000000 but the weights hold tensors for 2 layers", NULL);
+  expect_load_error(make_variant("hf_3_layers", "llama_f32", NULL, three_layers),
+                    "num_hidden_layers (config.json) is 3 but the weights hold tensors for 2 layers", NULL);
+}
+
 static void test_nonexistent_path(void **state) {
   (void)state;
   char *dir = t_tmp_path("hf_does_not_exist");
@@ -384,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_id_with_trailing_slash),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_shape_and_tensor_errors),
+      cmocka_unit_test(test_layer_count_bounded_by_weights),
       cmocka_unit_test(test_nonexistent_path),
       cmocka_unit_test(test_bad_index),
       cmocka_unit_test(test_cli_info),

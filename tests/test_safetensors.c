@@ -125,6 +125,46 @@ static void test_shape_offset_mismatch(void **state) {
                     "shape overflows");
 }
 
+/* Issue 17, defect 4: an empty tensor (a zero dimension) whose other
+ * dimensions multiply past INT64_MAX was accepted, and rg_tensor_nelems /
+ * rg_tensor_nrows then overflowed int64 (undefined behaviour, reported by
+ * UBSan). Shapes are now bounded where they are read, zeros aside. 2^53 is
+ * the largest integer a JSON double keeps exactly. An empty tensor of a sane
+ * shape stays valid (the format allows it). */
+static void test_zero_dim_with_huge_dims(void **state) {
+  (void)state;
+  expect_open_error(write_header("st_zero_huge.safetensors",
+                                 "{\"w\":{\"dtype\":\"F32\",\"shape\":[0,9007199254740992,9007199254740992],"
+                                 "\"data_offsets\":[0,0]}}", 0),
+                    "tensor 'w' shape overflows: [0, 9007199254740992, 9007199254740992] has more than 2^63 elements");
+  expect_open_error(write_header("st_huge_zero.safetensors",
+                                 "{\"w\":{\"dtype\":\"BF16\",\"shape\":[9007199254740992,1024,0],"
+                                 "\"data_offsets\":[0,0]}}", 0),
+                    "tensor 'w' shape overflows");
+  char *path = write_header("st_empty.safetensors",
+                            "{\"w\":{\"dtype\":\"F32\",\"shape\":[0,9007199254740992],\"data_offsets\":[0,0]}}", 0);
+  rg_safetensors *st = rg_safetensors_open(path);
+  if (!st) fail_msg("%s", rg_error_get());
+  const rg_tensor *t = rg_safetensors_find(st, "w");
+  assert_int_equal(rg_tensor_nelems(t), 0);
+  assert_int_equal(rg_tensor_nrows(t), 0);
+  assert_int_equal(t->nbytes, 0);
+  rg_safetensors_close(st);
+  free(path);
+}
+
+/* A header length of 2^63 - 1 is refused before anything is allocated, and
+ * data past the end of the file are reported with the file byte where they
+ * end: 8 length bytes + 55 header bytes + 24 = byte 87 of an 83-byte file. */
+static void test_hostile_lengths(void **state) {
+  (void)state;
+  expect_open_error(write_raw("st_len_2p63.safetensors", INT64_MAX, "{}", 0),
+                    "header length 9223372036854775807 exceeds file size 10");
+  expect_open_error(write_header("st_past_byte.safetensors",
+                                 "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 20),
+                    "extend past the data area (20 bytes), to file byte 87 (the file has 83 bytes)");
+}
+
 static void test_overlap_and_duplicates(void **state) {
   (void)state;
   expect_open_error(write_header("st_overlap.safetensors",
@@ -347,6 +387,8 @@ int main(void) {
       cmocka_unit_test(test_unknown_dtype),
       cmocka_unit_test(test_offsets_past_end),
       cmocka_unit_test(test_shape_offset_mismatch),
+      cmocka_unit_test(test_zero_dim_with_huge_dims),
+      cmocka_unit_test(test_hostile_lengths),
       cmocka_unit_test(test_overlap_and_duplicates),
       cmocka_unit_test(test_read_reference_file),
       cmocka_unit_test(test_writer_matches_reference),

@@ -377,8 +377,12 @@ const rg_dtype_info *rg_dtype_get(int type) {
 
 size_t rg_dtype_row_bytes(int type, int64_t n) {
   const dtype_entry *e = entry(type);
+  size_t bytes;
   if (!e || n < 0 || n % e->info.block_elems != 0) return 0;
-  return (size_t)(n / e->info.block_elems) * (size_t)e->info.block_bytes;
+  /* Checked: a file-supplied n such as 2^62 + 16 f32 elements would
+   * otherwise wrap around to a small byte count (issue 17). */
+  if (__builtin_mul_overflow((uint64_t)(n / e->info.block_elems), (uint64_t)e->info.block_bytes, &bytes)) return 0;
+  return bytes;
 }
 
 int rg_dequantize_row(int type, const void *src, float *dst, int64_t n) {

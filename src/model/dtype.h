@@ -48,7 +48,8 @@ typedef struct {
 const rg_dtype_info *rg_dtype_get(int type);
 
 /* Bytes taken by a row of n elements (n must be a multiple of block_elems).
- * Returns 0 if the type is unknown or n is not a whole number of blocks. */
+ * Returns 0 if the type is unknown, n is negative or not a whole number of
+ * blocks, or the byte count does not fit in size_t. */
 size_t rg_dtype_row_bytes(int type, int64_t n);
 
 /* Converts n elements (a whole number of blocks) of SRC to float32. Returns 0,

@@ -195,15 +195,17 @@ static int read_tensor_info(rg_gguf *g, cursor *c, rg_tensor *t, uint64_t *offse
     return rg_error_set("%s: tensor '%s' has %" PRIu32 " dimensions (supported: 1 to %d)", g->path, t->name, n_dims,
                         RG_MAX_DIMS);
   t->n_dims = (int)n_dims;
-  int64_t nelems = 1;
   for (int d = 0; d < RG_MAX_DIMS; d++) {
     uint64_t ne = 1;
     if (d < t->n_dims && read_u64(c, &ne) != 0) return -1;
-    if (ne == 0 || ne > (uint64_t)(INT64_MAX / nelems))
+    if (ne == 0 || ne > INT64_MAX)
       return rg_error_set("%s: tensor '%s' has bad dimension ne[%d] = %" PRIu64, g->path, t->name, d, ne);
     t->ne[d] = (int64_t)ne;
-    nelems *= t->ne[d];
   }
+  if (!rg_tensor_shape_fits(t->ne))
+    return rg_error_set("%s: tensor '%s' has more than 2^63 elements ([%" PRId64 ", %" PRId64 ", %" PRId64
+                        ", %" PRId64 "])",
+                        g->path, t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
   if (read_u32(c, &type) != 0 || read_u64(c, offset) != 0) return -1;
   const rg_dtype_info *info = rg_dtype_get((int)type);
   if (!info) return rg_error_set("%s: tensor '%s' has unknown type %" PRIu32, g->path, t->name, type);
@@ -211,15 +213,18 @@ static int read_tensor_info(rg_gguf *g, cursor *c, rg_tensor *t, uint64_t *offse
   if (t->ne[0] % info->block_elems != 0)
     return rg_error_set("%s: tensor '%s' has ne[0] = %" PRId64 ", not a multiple of the %s block size %d", g->path,
                         t->name, t->ne[0], info->name, info->block_elems);
+  /* Both products are checked: unchecked, ne[0] = 2^62 + 16 f32 elements made
+   * a 64-byte row that fit in the file (issue 17). */
   size_t row = rg_dtype_row_bytes(t->type, t->ne[0]);
-  int64_t nrows = rg_tensor_nrows(t);
-  if (row == 0 || (uint64_t)nrows > SIZE_MAX / row)
-    return rg_error_set("%s: tensor '%s' is too large", g->path, t->name);
-  t->nbytes = row * (size_t)nrows;
+  if (row == 0 || __builtin_mul_overflow(row, (uint64_t)rg_tensor_nrows(t), &t->nbytes))
+    return rg_error_set("%s: tensor '%s' (%s, %" PRId64 " x %" PRId64 " elements) needs more than 2^64 bytes",
+                        g->path, t->name, info->name, t->ne[0], rg_tensor_nrows(t));
   return 0;
 }
 
-/* Checks each tensor's alignment and extent, then points it into the map. */
+/* Checks each tensor's alignment and extent, then points it into the map;
+ * the extent [begin, end) is computed with checked additions, so no offset
+ * can wrap around into the file. */
 static int place_tensors(rg_gguf *g, size_t data_start, size_t alignment, const uint64_t *offsets) {
   size_t size = g->map.size;
   for (int64_t i = 0; i < g->n_tensors; i++) {
@@ -228,10 +233,14 @@ static int place_tensors(rg_gguf *g, size_t data_start, size_t alignment, const 
     if (off % alignment != 0)
       return rg_error_set("%s: tensor '%s' data offset %" PRIu64 " is not a multiple of the alignment %zu", g->path,
                           t->name, off, alignment);
-    if (data_start > size || off > size - data_start || t->nbytes > size - data_start - off)
+    uint64_t begin, end;
+    if (__builtin_add_overflow((uint64_t)data_start, off, &begin) || __builtin_add_overflow(begin, t->nbytes, &end))
+      return rg_error_set("%s: tensor '%s' data offset %" PRIu64 " plus its %zu bytes is past any file size", g->path,
+                          t->name, off, t->nbytes);
+    if (end > size)
       return rg_error_set("%s: tensor '%s' data [%" PRIu64 ", %" PRIu64 ") runs past the end of the file (size %zu)",
-                          g->path, t->name, (uint64_t)data_start + off, (uint64_t)data_start + off + t->nbytes, size);
-    t->data = (const uint8_t *)g->map.data + data_start + off;
+                          g->path, t->name, begin, end, size);
+    t->data = (const uint8_t *)g->map.data + begin;
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "model/model.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,65 @@
 #include "model/tokenizer.h"
 #include "util/error.h"
 #include "util/fileio.h"
+
+/* m->n_params with checked additions: each tensor's element count fits in
+ * int64 (the readers check shapes), but their sum is not bounded by the file
+ * when tensors overlap, as GGUF allows. */
+static int count_params(rg_model *m) {
+  long long n = 0;
+  for (int i = 0; i < m->n_tensors; i++)
+    if (__builtin_add_overflow(n, rg_tensor_nelems(&m->tensors[i]), &n))
+      return rg_error_set("%s: the tensors hold more than 2^63 parameters", m->path);
+  m->n_params = n;
+  return 0;
+}
+
+int rg_layer_index(const char *name, const char *prefix, const char **rest) {
+  size_t n = strlen(prefix);
+  if (strncmp(name, prefix, n) != 0) return -1;
+  const char *p = name + n;
+  if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return -1;
+  long long layer = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    layer = layer * 10 + (*p - '0');
+    if (layer > INT_MAX) return -1;
+  }
+  if (*p != '.') return -1;
+  if (rest) *rest = p + 1;
+  return (int)layer;
+}
+
+static int int_cmp(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Distinct layer numbers among the tensor names: at most n_tensors, whatever
+ * the numbers are, so a count checked against it is bounded by the file. */
+static int count_layers_held(const rg_model *m, int *held) {
+  int *ids = malloc((m->n_tensors ? (size_t)m->n_tensors : 1) * sizeof *ids);
+  if (!ids) return rg_error_set("%s: out of memory", m->path);
+  int n = 0;
+  for (int i = 0; i < m->n_tensors; i++) {
+    int layer = rg_layer_index(m->tensors[i].name, "model.layers.", NULL);
+    if (layer >= 0) ids[n++] = layer;
+  }
+  qsort(ids, (size_t)n, sizeof *ids, int_cmp);
+  for (int i = 0; i < n; i++) *held += i == 0 || ids[i] != ids[i - 1];
+  free(ids);
+  return 0;
+}
+
+int rg_model_alloc_layers(rg_model *m, const char *count_key) {
+  int held = 0;
+  if (count_layers_held(m, &held) != 0) return -1;
+  if (m->cfg.n_layers > held)
+    return rg_error_set("%s: %s is %d but the weights hold tensors for %d layer%s", m->path, count_key,
+                        m->cfg.n_layers, held, held == 1 ? "" : "s");
+  m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
+  if (!m->layers) return rg_error_set("%s: out of memory", m->path);
+  return 0;
+}
 
 rg_model *rg_model_load(const char *path) {
   if (!rg_path_exists(path)) {
@@ -30,6 +90,7 @@ rg_model *rg_model_load(const char *path) {
     return NULL;
   }
   int rc = rg_is_dir(path) ? rg_model_load_hf(m, path) : rg_model_load_gguf(m, path);
+  if (rc == 0) rc = count_params(m);
   if (rc != 0) {
     rg_model_free(m);
     return NULL;
@@ -59,6 +120,8 @@ void rg_model_free(rg_model *m) {
 
 enum { F32_ALIGN = 64 }; /* floats per alignment step: 16 */
 
+/* A tensor's float count rounded up to the alignment step. Cannot wrap:
+ * nelems < 2^63 (the readers check shapes) and size_t is 64 bits here. */
 static size_t aligned_floats(const rg_tensor *t) {
   const size_t n = (size_t)rg_tensor_nelems(t), step = F32_ALIGN / sizeof(float);
   return (n + step - 1) / step * step;
@@ -66,9 +129,13 @@ static size_t aligned_floats(const rg_tensor *t) {
 
 int rg_model_to_f32(rg_model *m) {
   if (m->f32_arena) return 0;
-  size_t total = 0;
-  for (int i = 0; i < m->n_tensors; i++) total += aligned_floats(&m->tensors[i]);
-  float *arena = aligned_alloc(F32_ALIGN, (total ? total : 16) * sizeof(float));
+  size_t total = 0, bytes;
+  for (int i = 0; i < m->n_tensors; i++)
+    if (__builtin_add_overflow(total, aligned_floats(&m->tensors[i]), &total))
+      return rg_error_set("%s: an f32 copy of the tensors would exceed 2^64 floats", m->path);
+  if (__builtin_mul_overflow(total ? total : 16, sizeof(float), &bytes))
+    return rg_error_set("%s: an f32 copy of %zu floats would exceed 2^64 bytes", m->path, total);
+  float *arena = aligned_alloc(F32_ALIGN, bytes);
   if (!arena) return rg_error_set("%s: out of memory for a %zu-float f32 copy", m->path, total);
   size_t off = 0;
   for (int i = 0; i < m->n_tensors; i++) {
@@ -76,7 +143,8 @@ int rg_model_to_f32(rg_model *m) {
     const int64_t cols = t->ne[0], rows = rg_tensor_nrows(t);
     const size_t row_bytes = rg_dtype_row_bytes(t->type, cols);
     float *dst = arena + off;
-    if (row_bytes == 0 || row_bytes * (size_t)rows > t->nbytes) {
+    size_t need;
+    if (row_bytes == 0 || __builtin_mul_overflow(row_bytes, (size_t)rows, &need) || need > t->nbytes) {
       free(arena);
       return rg_error_set("%s: tensor %s: cannot convert dtype %d to f32", m->path, t->name, t->type);
     }
@@ -114,8 +182,4 @@ const rg_tensor *rg_model_find_tensor(const rg_model *m, const char *name) {
 
 /* m->tensors lists each stored tensor once; a tied lm_head is the embedding
  * tensor itself, not a second entry, so it is not counted twice. */
-long long rg_model_n_params(const rg_model *m) {
-  long long n = 0;
-  for (int i = 0; i < m->n_tensors; i++) n += rg_tensor_nelems(&m->tensors[i]);
-  return n;
-}
+long long rg_model_n_params(const rg_model *m) { return m->n_params; }

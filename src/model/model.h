@@ -48,6 +48,7 @@ typedef struct {
   char *chat_template;        /* the model's Jinja chat template, or NULL */
   rg_model_source *source;
   float *f32_arena;           /* every tensor's float32 copy after rg_model_to_f32, else NULL */
+  long long n_params;         /* elements over all tensors, summed (checked) at load */
 } rg_model;
 
 /* Loads PATH (GGUF file or HF directory). NULL with the error set on failure. */

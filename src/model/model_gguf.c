@@ -163,14 +163,15 @@ static const struct {
 enum { N_GLOBAL = sizeof GLOBAL_NAMES / sizeof GLOBAL_NAMES[0], N_LAYER = sizeof LAYER_NAMES / sizeof LAYER_NAMES[0] };
 
 /* The Hugging Face name of a GGUF tensor, malloc'd. Names without an HF
- * counterpart (rope_freqs.weight, unknown extras) keep their GGUF name. */
+ * counterpart (rope_freqs.weight, unknown extras, layer numbers that are not
+ * canonical such as "blk.01." or "blk.4294967296.") keep their GGUF name, so
+ * two GGUF names never map to one HF name. */
 static char *hf_name(const char *gguf) {
   for (int i = 0; i < N_GLOBAL; i++)
     if (strcmp(gguf, GLOBAL_NAMES[i].gguf) == 0) return strdup(GLOBAL_NAMES[i].hf);
-  unsigned layer;
-  int prefix = 0;
-  if (sscanf(gguf, "blk.%u.%n", &layer, &prefix) == 1 && prefix > 0) {
-    const char *rest = gguf + prefix;
+  const char *rest;
+  const int layer = rg_layer_index(gguf, "blk.", &rest);
+  if (layer >= 0) {
     for (int i = 0; i < N_LAYER; i++) {
       size_t n = strlen(LAYER_NAMES[i].gguf);
       const char *suffix = rest + n;
@@ -178,7 +179,7 @@ static char *hf_name(const char *gguf) {
         continue;
       size_t size = strlen(LAYER_NAMES[i].hf) + strlen(suffix) + 32;
       char *s = malloc(size);
-      if (s) snprintf(s, size, "model.layers.%u.%s%s", layer, LAYER_NAMES[i].hf, suffix);
+      if (s) snprintf(s, size, "model.layers.%d.%s%s", layer, LAYER_NAMES[i].hf, suffix);
       return s;
     }
   }
@@ -258,8 +259,9 @@ static int bind_weights(rg_model *m, const rg_gguf *g) {
       bind(m, g, "rope_freqs.weight", c->head_dim / 2, 1, false, &m->rope_freqs) != 0)
     return -1;
   if (!m->lm_head) m->lm_head = m->tok_embd;
-  m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-  if (!m->layers) return rg_error_set("%s: out of memory", m->path);
+  char count_key[64];
+  arch_key(count_key, sizeof count_key, c->arch, "block_count");
+  if (rg_model_alloc_layers(m, count_key) != 0) return -1;
   for (int il = 0; il < c->n_layers; il++)
     if (bind_layer(m, g, il) != 0) return -1;
   return 0;

@@ -168,8 +168,7 @@ static int bind_weights(rg_model *m) {
     return rg_error_set("%s: missing tensor 'lm_head.weight' (config.json: tie_word_embeddings is false)", m->path);
   else if (bind(m, "lm_head.weight", c->vocab_size, c->d_model, &m->lm_head) != 0)
     return -1;
-  m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-  if (!m->layers) return rg_error_set("%s: out of memory", m->path);
+  if (rg_model_alloc_layers(m, "num_hidden_layers (config.json)") != 0) return -1;
   for (int il = 0; il < c->n_layers; il++)
     if (bind_layer(m, il) != 0) return -1;
   return 0;

@@ -29,4 +29,20 @@ struct rg_model_source {
 int rg_model_load_gguf(rg_model *m, const char *path); /* model_gguf.c */
 int rg_model_load_hf(rg_model *m, const char *dir);    /* model_hf.c */
 
+/* Shared by both loaders (model.c). */
+
+/* The layer number N of a tensor named PREFIX "N." ... ("blk.", "model.layers."),
+ * with *rest (if REST) set past the dot; -1 when NAME has another form. N is
+ * decimal without leading zeros and at most INT_MAX, so two different names
+ * never give the same layer and no number wraps around. */
+int rg_layer_index(const char *name, const char *prefix, const char **rest);
+
+/* Allocates m->layers for m->cfg.n_layers layers, but only after checking
+ * that m->tensors (Hugging Face names) hold tensors for that many distinct
+ * layers: the count comes from the file and must not size an allocation the
+ * file cannot back (issue 17). COUNT_KEY names the count in the error, e.g.
+ * "PATH: llama.block_count is 1000000000 but the weights hold tensors for 1
+ * layer". */
+int rg_model_alloc_layers(rg_model *m, const char *count_key);
+
 #endif

@@ -60,10 +60,11 @@ static void format_json_shape(char *buf, size_t size, const cJSON *shape) {
   if (k < size) snprintf(buf + k, size - k, "]");
 }
 
-/* Validates one header entry and fills T (data not yet resolved: T->data
- * holds the begin offset until the caller adds the data area base). */
-static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, rg_tensor *t, uint64_t *begin,
-                       uint64_t *end) {
+/* Validates one header entry and fills T (data not yet resolved: the caller
+ * points T->data at the data area plus *BEGIN). The data area starts at file
+ * byte DATA_AT and holds DATA_SIZE bytes. */
+static int parse_entry(const char *path, const cJSON *e, uint64_t data_at, uint64_t data_size, rg_tensor *t,
+                       uint64_t *begin, uint64_t *end) {
   const char *name = e->string;
   if (!cJSON_IsObject(e)) return rg_error_set("%s: tensor '%s' entry is not a JSON object", path, name);
   const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -87,27 +88,28 @@ static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, rg_
     return rg_error_set("%s: tensor '%s' has %d dimensions (at most %d supported)", path, name, rank, RG_MAX_DIMS);
   t->n_dims = rank > 0 ? rank : 1; /* a scalar is a one-element vector */
   for (int d = 0; d < RG_MAX_DIMS; d++) t->ne[d] = 1;
-  uint64_t elems = 1;
   int k = 0;
   for (const cJSON *dim = shape->child; dim; dim = dim->next, k++) {
     uint64_t v;
-    if (!json_u64(dim, &v) || v > INT64_MAX)
+    if (!json_u64(dim, &v))
       return rg_error_set("%s: tensor '%s' shape entries must be non-negative integers", path, name);
-    t->ne[rank - 1 - k] = (int64_t)v; /* row-major [.., inner] -> ggml ne[0] = inner */
-    if (v != 0 && elems > UINT64_MAX / v) return rg_error_set("%s: tensor '%s' shape overflows", path, name);
-    elems *= v;
+    t->ne[rank - 1 - k] = (int64_t)v; /* row-major [.., inner] -> ggml ne[0] = inner; v <= 2^53 */
   }
-  uint64_t elem_bytes = (uint64_t)rg_dtype_get(t->type)->block_bytes;
   char shape_s[128];
-  if (elems > UINT64_MAX / elem_bytes || elems * elem_bytes != *end - *begin) {
-    format_json_shape(shape_s, sizeof shape_s, shape);
+  format_json_shape(shape_s, sizeof shape_s, shape);
+  /* Bounded even when a zero dimension makes the tensor empty, so that
+   * rg_tensor_nelems and rg_tensor_nrows can never overflow (issue 17). */
+  if (!rg_tensor_shape_fits(t->ne))
+    return rg_error_set("%s: tensor '%s' shape overflows: %s has more than 2^63 elements, zero dimensions aside", path,
+                        name, shape_s);
+  uint64_t elem_bytes = (uint64_t)rg_dtype_get(t->type)->block_bytes, bytes;
+  if (__builtin_mul_overflow((uint64_t)rg_tensor_nelems(t), elem_bytes, &bytes) || bytes != *end - *begin)
     return rg_error_set("%s: tensor '%s' data_offsets [%" PRIu64 ",%" PRIu64 "] do not match dtype %s shape %s", path,
                         name, *begin, *end, dtype->valuestring, shape_s);
-  }
   if (*end > data_size)
     return rg_error_set("%s: tensor '%s' data_offsets [%" PRIu64 ",%" PRIu64 "] extend past the data area (%" PRIu64
-                        " bytes)",
-                        path, name, *begin, *end, data_size);
+                        " bytes), to file byte %" PRIu64 " (the file has %" PRIu64 " bytes)",
+                        path, name, *begin, *end, data_size, data_at + *end, data_at + data_size);
   t->nbytes = (size_t)(*end - *begin);
   return 0;
 }
@@ -180,7 +182,7 @@ static int parse_header(rg_safetensors *st, const char *text, size_t len, size_t
     t->name = e->string;
     span *s = &spans[st->n_tensors];
     s->index = st->n_tensors;
-    rc = parse_entry(path, e, data_size, t, &s->begin, &s->end);
+    rc = parse_entry(path, e, data_at, data_size, t, &s->begin, &s->end);
     if (rc == 0) {
       t->data = data + s->begin;
       if (rg_safetensors_find(st, t->name)) rc = rg_error_set("%s: tensor '%s' appears twice", path, t->name);

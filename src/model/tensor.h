@@ -8,6 +8,7 @@
 #ifndef RG_TENSOR_H
 #define RG_TENSOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,19 @@ typedef struct {
   const void *data;
   size_t nbytes;
 } rg_tensor;
+
+/* True when every ne[d] is >= 0 and the product of the nonzero ones fits in
+ * int64_t. Readers (gguf.c, safetensors.c) refuse any tensor for which this
+ * is false, so the products below cannot overflow whatever the order: every
+ * partial product is either 0 or a product of nonzero dimensions. Zeros are
+ * skipped because an empty tensor ([0, 2^53, 2^53]) would otherwise pass
+ * with its other dimensions unbounded (issue 17). */
+static inline bool rg_tensor_shape_fits(const int64_t ne[RG_MAX_DIMS]) {
+  int64_t product = 1;
+  for (int d = 0; d < RG_MAX_DIMS; d++)
+    if (ne[d] < 0 || (ne[d] != 0 && __builtin_mul_overflow(product, ne[d], &product))) return false;
+  return true;
+}
 
 static inline int64_t rg_tensor_nelems(const rg_tensor *t) {
   return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
