@@ -186,39 +186,46 @@ static int scalar_to_i64(rg_gguf_type type, const uint8_t *p, int64_t *out) {
 
 /* ---------------------------------------------------------------- tensors */
 
+/* Errors name the tensor and the file byte where its info starts. */
 static int read_tensor_info(rg_gguf *g, cursor *c, rg_tensor *t, uint64_t *offset) {
+  const size_t at = c->pos;
   t->name = dup_string(c, "tensor name");
   if (!t->name) return -1;
   uint32_t n_dims, type;
   if (read_u32(c, &n_dims) != 0) return -1;
   if (n_dims == 0 || n_dims > RG_MAX_DIMS)
-    return rg_error_set("%s: tensor '%s' has %" PRIu32 " dimensions (supported: 1 to %d)", g->path, t->name, n_dims,
-                        RG_MAX_DIMS);
+    return rg_error_set("%s: tensor '%s' has %" PRIu32 " dimensions (supported: 1 to %d; tensor info at byte %zu)",
+                        g->path, t->name, n_dims, RG_MAX_DIMS, at);
   t->n_dims = (int)n_dims;
   for (int d = 0; d < RG_MAX_DIMS; d++) {
     uint64_t ne = 1;
     if (d < t->n_dims && read_u64(c, &ne) != 0) return -1;
     if (ne == 0 || ne > INT64_MAX)
-      return rg_error_set("%s: tensor '%s' has bad dimension ne[%d] = %" PRIu64, g->path, t->name, d, ne);
+      return rg_error_set("%s: tensor '%s' has bad dimension ne[%d] = %" PRIu64 " (tensor info at byte %zu)", g->path,
+                          t->name, d, ne, at);
     t->ne[d] = (int64_t)ne;
   }
   if (!rg_tensor_shape_fits(t->ne))
     return rg_error_set("%s: tensor '%s' has more than 2^63 elements ([%" PRId64 ", %" PRId64 ", %" PRId64
-                        ", %" PRId64 "])",
-                        g->path, t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+                        ", %" PRId64 "]; tensor info at byte %zu)",
+                        g->path, t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], at);
   if (read_u32(c, &type) != 0 || read_u64(c, offset) != 0) return -1;
   const rg_dtype_info *info = rg_dtype_get((int)type);
-  if (!info) return rg_error_set("%s: tensor '%s' has unknown type %" PRIu32, g->path, t->name, type);
+  if (!info)
+    return rg_error_set("%s: tensor '%s' has unknown type %" PRIu32 " (tensor info at byte %zu)", g->path, t->name,
+                        type, at);
   t->type = (int)type;
   if (t->ne[0] % info->block_elems != 0)
-    return rg_error_set("%s: tensor '%s' has ne[0] = %" PRId64 ", not a multiple of the %s block size %d", g->path,
-                        t->name, t->ne[0], info->name, info->block_elems);
+    return rg_error_set("%s: tensor '%s' has ne[0] = %" PRId64 ", not a multiple of the %s block size %d (tensor info "
+                        "at byte %zu)",
+                        g->path, t->name, t->ne[0], info->name, info->block_elems, at);
   /* Both products are checked: unchecked, ne[0] = 2^62 + 16 f32 elements made
    * a 64-byte row that fit in the file (issue 17). */
   size_t row = rg_dtype_row_bytes(t->type, t->ne[0]);
   if (row == 0 || __builtin_mul_overflow(row, (uint64_t)rg_tensor_nrows(t), &t->nbytes))
-    return rg_error_set("%s: tensor '%s' (%s, %" PRId64 " x %" PRId64 " elements) needs more than 2^64 bytes",
-                        g->path, t->name, info->name, t->ne[0], rg_tensor_nrows(t));
+    return rg_error_set("%s: tensor '%s' (%s, %" PRId64 " x %" PRId64
+                        " elements) needs more than 2^64 bytes (tensor info at byte %zu)",
+                        g->path, t->name, info->name, t->ne[0], rg_tensor_nrows(t), at);
   return 0;
 }
 
