@@ -337,6 +337,47 @@ static void test_json_errors(void **state) {
   free(missing);
 }
 
+/* Issue 17, defect 3: ids are bounded before any table is sized by them. A
+ * 141-byte file whose one added token claims id 2^24 - 1 made refgeo size
+ * tables for 16.7 million tokens (865 MB, seconds) and then load it. A file
+ * of N bytes can hold at most (N + 1) / 5 entries ("":0 and a comma), and a
+ * model bounds ids by its embedding rows. */
+#define TOK_ABCD "{\"model\":{\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"d\":3},\"merges\":[]},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
+
+static void test_json_id_bounds(void **state) {
+  (void)state;
+  expect_json_error("tok_id_2p24.json", TOK_ABCD "\"added_tokens\":[{\"id\":16777215,\"content\":\"x\"}]}",
+                    "added_tokens entry 0 has bad id 16777215 (ids must be integers in [0, 28): a 141-byte file");
+  expect_json_error("tok_id_negative.json", TOK_ABCD "\"added_tokens\":[{\"id\":-1,\"content\":\"x\"}]}",
+                    "added_tokens entry 0 has bad id -1");
+  expect_json_error("tok_id_fraction.json", TOK_ABCD "\"added_tokens\":[{\"id\":4.5,\"content\":\"x\"}]}",
+                    "added_tokens entry 0 has bad id 4.5");
+  expect_json_error("tok_id_vocab_big.json",
+                    "{\"model\":{\"vocab\":{\"a\":0,\"b\":4294967296},\"merges\":[]},\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}",
+                    "model.vocab entry 1 has bad id 4294967296");
+
+  /* Gaps in the ids are allowed while the file could hold the slots. */
+  const char *gap = TOK_ABCD "\"added_tokens\":[{\"id\":20,\"content\":\"<x>\"}]}";
+  char *path = t_write_tmp("tok_id_gap.json", gap, strlen(gap));
+  rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+  if (!t) fprintf(stderr, "%s\n", rg_error_get());
+  assert_non_null(t);
+  assert_int_equal(rg_tokenizer_vocab_size(t), 21);
+  assert_int_equal(rg_token_lookup(t, "<x>"), 20);
+  rg_tokenizer_free(t);
+
+  /* With a model, its vocabulary is the bound: 21 rows hold id 20, 20 do not. */
+  t = rg_tokenizer_from_json_for_model(path, NULL, 21);
+  assert_non_null(t);
+  rg_tokenizer_free(t);
+  rg_error_clear();
+  assert_null(rg_tokenizer_from_json_for_model(path, NULL, 20));
+  fprintf(stderr, "model vocab 20 -> %s\n", rg_error_get());
+  assert_non_null(strstr(rg_error_get(), "added_tokens entry 0 has bad id 20 (ids must be integers in [0, 20): "
+                                         "the model's vocabulary has 20 tokens)"));
+  free(path);
+}
+
 /* One tokenizer shared read-only by several threads gives every thread the
  * single-threaded ids (the contract: no hidden mutable state). */
 typedef struct {
@@ -420,6 +461,7 @@ int main(void) {
       cmocka_unit_test(test_tiny_bytelevel_json),
       cmocka_unit_test(test_llamacpp_vectors),
       cmocka_unit_test(test_json_errors),
+      cmocka_unit_test(test_json_id_bounds),
       cmocka_unit_test(test_speed_threads_bad_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

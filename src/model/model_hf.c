@@ -225,10 +225,9 @@ static int load_tokenizer(rg_model *m, const char *dir) {
     free(tok_config);
     tok_config = NULL;
   }
-  if (rc == 0 && !(m->tokenizer = rg_tokenizer_from_json(tok, tok_config))) rc = -1;
-  if (rc == 0 && rg_tokenizer_vocab_size(m->tokenizer) > m->cfg.vocab_size)
-    rc = rg_error_set("%s: tokenizer has %d tokens but config.json vocab_size is %d", tok,
-                      rg_tokenizer_vocab_size(m->tokenizer), m->cfg.vocab_size);
+  /* Ids at or past config.json's vocab_size are refused before the
+   * tokenizer sizes any table: the embedding has no row for them. */
+  if (rc == 0 && !(m->tokenizer = rg_tokenizer_from_json_for_model(tok, tok_config, m->cfg.vocab_size))) rc = -1;
   if (rc == 0) rc = read_chat_template(m, dir, tok_config);
   free(tok);
   free(tok_config);

@@ -28,8 +28,13 @@ typedef struct rg_gguf rg_gguf;
 typedef enum { RG_TOK_BPE_BYTE = 1, RG_TOK_BPE_SPM = 2 } rg_tokenizer_kind;
 
 rg_tokenizer *rg_tokenizer_from_gguf(const rg_gguf *g);
-/* TOKENIZER_CONFIG may be NULL. */
+/* TOKENIZER_CONFIG may be NULL. Every id in the file must lie below the
+ * number of entries the file's size allows, checked before any table is
+ * sized; the _for_model form also requires ids below MODEL_VOCAB (the
+ * model's embedding rows; <= 0: no model to check against). */
 rg_tokenizer *rg_tokenizer_from_json(const char *tokenizer_json, const char *tokenizer_config);
+rg_tokenizer *rg_tokenizer_from_json_for_model(const char *tokenizer_json, const char *tokenizer_config,
+                                               int model_vocab);
 void rg_tokenizer_free(rg_tokenizer *t);
 
 rg_tokenizer_kind rg_tokenizer_kind_of(const rg_tokenizer *t);

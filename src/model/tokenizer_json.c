@@ -18,6 +18,7 @@
  * add_bos_token, overriding the post-processor.
  */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,7 @@
 #define RE_BYTE_LEVEL \
   "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
-/* Vocabulary ids above this are taken as a corrupt file, not allocated. */
+/* Vocabulary ids at or above this are taken as a corrupt file, whatever its size. */
 #define MAX_VOCAB (1 << 24)
 
 typedef struct {
@@ -168,24 +169,55 @@ static void parse_post_processor(rg_tokenizer *t, const cJSON *n) {
   }
 }
 
-/* Largest id in model.vocab and added_tokens, or -1 with the error set. */
-static int max_id(const char *path, const cJSON *vocab, const cJSON *added) {
-  int hi = -1;
+/* The smallest model.vocab entry, "":0 and the comma before the next, takes
+ * 5 bytes, so a file of LEN bytes holds at most (LEN + 1) / 5 entries. */
+static int file_capacity(size_t len) {
+  size_t cap = (len + 1) / 5;
+  return cap < MAX_VOCAB ? (int)cap : MAX_VOCAB;
+}
+
+/* Refuses ID (entry INDEX of WHAT) unless it is an integer below LIMIT. */
+static int check_id(const char *path, const char *what, int index, const cJSON *id, int limit, const char *why) {
+  if (!cJSON_IsNumber(id)) return rg_error_set("%s: %s %d has no numeric id", path, what, index);
+  double d = id->valuedouble;
+  if (d < 0 || d >= limit || d != (double)(int)d)
+    return rg_error_set("%s: %s %d has bad id %.17g (ids must be integers in [0, %d): %s)", path, what, index, d,
+                        limit, why);
+  return 0;
+}
+
+/* The number of ids the tables need (one more than the largest id in
+ * model.vocab and added_tokens), or -1 with the error set. Every id is
+ * bounded before anything is sized by it, so a few bytes cannot claim
+ * millions of slots: below MODEL_VOCAB (the model's embedding rows; <= 0 when
+ * there is no model) and below the number of entries a file of FILE_LEN bytes
+ * can hold. Ids may leave gaps (Hugging Face allows them), but no more slots
+ * than the file could fill. */
+static int count_ids(const char *path, size_t file_len, int model_vocab, const cJSON *vocab, const cJSON *added) {
+  int limit = file_capacity(file_len);
+  char why[96];
+  snprintf(why, sizeof why, "a %zu-byte file holds at most %d entries", file_len, limit);
+  if (model_vocab > 0 && model_vocab < limit) {
+    limit = model_vocab;
+    snprintf(why, sizeof why, "the model's vocabulary has %d tokens", model_vocab);
+  }
+  int hi = -1, index = 0;
   const cJSON *v;
   cJSON_ArrayForEach(v, vocab) {
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= MAX_VOCAB || v->valuedouble != (int)v->valuedouble)
-      return rg_error_set("%s: model.vocab entry '%s' has a bad id", path, v->string);
+    if (check_id(path, "model.vocab entry", index++, v, limit, why)) return -1;
     if ((int)v->valuedouble > hi) hi = (int)v->valuedouble;
   }
+  index = 0;
   cJSON_ArrayForEach(v, added) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(v, "content");
-    if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= MAX_VOCAB || !cJSON_IsString(content))
-      return rg_error_set("%s: added_tokens entry without a valid id and content", path);
+    if (check_id(path, "added_tokens entry", index, id, limit, why)) return -1;
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v, "content")))
+      return rg_error_set("%s: added_tokens entry %d has no content", path, index);
     if ((int)id->valuedouble > hi) hi = (int)id->valuedouble;
+    index++;
   }
   if (hi < 0) return rg_error_set("%s: model.vocab is empty", path);
-  return hi;
+  return hi + 1;
 }
 
 static int load_merges(rg_tokenizer *t, const char *path, const cJSON *merges) {
@@ -236,7 +268,7 @@ static int apply_config(rg_tokenizer *t, const char *config_path) {
   return 0;
 }
 
-static rg_tokenizer *build(const char *path, const cJSON *root) {
+static rg_tokenizer *build(const char *path, size_t file_len, int model_vocab, const cJSON *root) {
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
   const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
@@ -250,10 +282,10 @@ static rg_tokenizer *build(const char *path, const cJSON *root) {
   const cJSON *suffix = cJSON_GetObjectItemCaseSensitive(model, "end_of_word_suffix");
   if ((cJSON_IsString(affix) && *affix->valuestring) || (cJSON_IsString(suffix) && *suffix->valuestring))
     return rg_error_set("%s: BPE subword prefix/suffix is not supported", path), NULL;
-  int hi = max_id(path, vocab, added);
-  if (hi < 0) return NULL;
+  int n_ids = count_ids(path, file_len, model_vocab, vocab, added);
+  if (n_ids < 0) return NULL;
 
-  rg_tokenizer *t = rg_tok_alloc(RG_TOK_BPE_BYTE, path, hi + 1);
+  rg_tokenizer *t = rg_tok_alloc(RG_TOK_BPE_BYTE, path, n_ids);
   if (!t) return NULL;
   build_state st = {path, false, false};
   const cJSON *v;
@@ -298,6 +330,11 @@ fail:
 }
 
 rg_tokenizer *rg_tokenizer_from_json(const char *tokenizer_json, const char *tokenizer_config) {
+  return rg_tokenizer_from_json_for_model(tokenizer_json, tokenizer_config, 0);
+}
+
+rg_tokenizer *rg_tokenizer_from_json_for_model(const char *tokenizer_json, const char *tokenizer_config,
+                                               int model_vocab) {
   size_t len;
   char *text = rg_read_file(tokenizer_json, &len);
   if (!text) return NULL;
@@ -309,7 +346,7 @@ rg_tokenizer *rg_tokenizer_from_json(const char *tokenizer_json, const char *tok
     return NULL;
   }
   free(text);
-  rg_tokenizer *t = build(tokenizer_json, root);
+  rg_tokenizer *t = build(tokenizer_json, len, model_vocab, root);
   cJSON_Delete(root);
   if (t && tokenizer_config && apply_config(t, tokenizer_config)) {
     rg_tokenizer_free(t);

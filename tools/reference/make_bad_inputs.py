@@ -185,10 +185,19 @@ def write(path, data):
         f.write(data)
 
 
-def write_hf_dir(path, config=None, shard=None):
+def hostile_tokenizer(added_id):
+    """TOKENIZER's vocabulary, compact and without the optional fields, with
+    one added token of ADDED_ID (issue 17 defect 3)."""
+    tok = {"model": {"vocab": TOKENIZER["model"]["vocab"], "merges": []}, "pre_tokenizer": {"type": "ByteLevel"},
+           "added_tokens": [{"id": added_id, "content": "x"}]}
+    return json.dumps(tok, separators=(",", ":")).encode()
+
+
+def write_hf_dir(path, config=None, shard=None, tokenizer=None):
     os.makedirs(path, exist_ok=True)
     write(os.path.join(path, "config.json"), (json.dumps(config or hf_config(), indent=2) + "\n").encode())
-    write(os.path.join(path, "tokenizer.json"), (json.dumps(TOKENIZER, indent=2) + "\n").encode())
+    write(os.path.join(path, "tokenizer.json"),
+          tokenizer if tokenizer is not None else (json.dumps(TOKENIZER, indent=2) + "\n").encode())
     index = {"metadata": {}, "weight_map": {name: SHARD for name, _ in hf_tensors()}}
     write(os.path.join(path, "model.safetensors.index.json"), (json.dumps(index, indent=2) + "\n").encode())
     write(os.path.join(path, SHARD), shard if shard is not None else safetensors_file())
@@ -222,6 +231,10 @@ def main():
     end = sum(n_elems(shape) * 4 for _, shape in hf_tensors())
     write_hf_dir(j("hf-zero-dim-overflow"),
                  shard=safetensors_file(extra=("x", [0, 2**53, 2**53, 2**53], [end, end])))
+    # Defect 3: a 141-byte tokenizer.json whose one added token
+    # claims id 2^24 - 1 (refgeo once sized its tables by it), and a negative id.
+    write_hf_dir(j("hf-tok-id-2p24"), tokenizer=hostile_tokenizer(2**24 - 1))
+    write_hf_dir(j("hf-tok-id-negative"), tokenizer=hostile_tokenizer(-1))
 
 
 if __name__ == "__main__":
