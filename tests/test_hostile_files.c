@@ -87,6 +87,7 @@ static char *read_all(int fd) {
  * while the parent reads stderr. */
 static run_result run_refgeo(const char *dir, char **argv) {
   const char *bin = t_env("REFGEO_BIN");
+  const bool limit_address_space = !sanitized();
   char *out_path = t_tmp_path("hostile-stdout.XXXXXX");
   int out_fd = mkstemp(out_path);
   assert_true(out_fd >= 0);
@@ -100,7 +101,7 @@ static run_result run_refgeo(const char *dir, char **argv) {
     /* Only async-signal-safe calls until exec; 126/127 say which step failed. */
     struct rlimit as = {ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT};
     if (chdir(dir) != 0 || dup2(out_fd, 1) < 0 || dup2(err_pipe[1], 2) < 0) _exit(126);
-    if (!sanitized() && setrlimit(RLIMIT_AS, &as) != 0) _exit(126);
+    if (limit_address_space && setrlimit(RLIMIT_AS, &as) != 0) _exit(126);
     close(err_pipe[0]);
     close(err_pipe[1]);
     close(out_fd);

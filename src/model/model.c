@@ -54,6 +54,7 @@ static int int_cmp(const void *a, const void *b) {
 /* Distinct layer numbers among the tensor names: at most n_tensors, whatever
  * the numbers are, so a count checked against it is bounded by the file. */
 static int count_layers_held(const rg_model *m, int *held) {
+  *held = 0;
   int *ids = malloc((m->n_tensors ? (size_t)m->n_tensors : 1) * sizeof *ids);
   if (!ids) return rg_error_set("%s: out of memory", m->path);
   int n = 0;
@@ -68,7 +69,7 @@ static int count_layers_held(const rg_model *m, int *held) {
 }
 
 int rg_model_alloc_layers(rg_model *m, const char *count_key) {
-  int held = 0;
+  int held;
   if (count_layers_held(m, &held) != 0) return -1;
   if (m->cfg.n_layers > held)
     return rg_error_set("%s: %s is %d but the weights hold tensors for %d layer%s", m->path, count_key,
