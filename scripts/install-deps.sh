@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs refgeo's build and test dependencies from Debian's packages.
+# clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and
+# libomp-dev (OpenMP for clang) build the fuzzing harnesses (scripts/fuzz.sh).
 # Idempotent: packages already present are skipped, so a second run is quick
 # and needs no network.
 set -euo pipefail
@@ -13,6 +15,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libcmocka-dev
   time strace
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()

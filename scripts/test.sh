@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: installs dependencies, fetches the test model, then builds
 # and runs the CTest suite twice: a Release build, and a Debug build under
-# AddressSanitizer + UndefinedBehaviorSanitizer.
+# AddressSanitizer + UndefinedBehaviorSanitizer; then every libFuzzer harness
+# for 30 s on its corpus (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,3 +28,5 @@ echo "== ASan + UBSan build"
 # which LeakSanitizer does not count as leaks.
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DREFGEO_SANITIZE=ON
+echo "== fuzzing, 30 s per harness"
+bash scripts/fuzz.sh 30
