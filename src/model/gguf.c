@@ -414,6 +414,13 @@ char *rg_gguf_dup_str(const rg_gguf *g, const char *key) {
   return d;
 }
 
+int rg_gguf_dup_optional_str(const rg_gguf *g, const char *key, char **out) {
+  *out = NULL;
+  if (!rg_gguf_get_str(g, key, NULL)) return 0;
+  *out = rg_gguf_dup_str(g, key);
+  return *out ? 0 : rg_error_set("%s: out of memory for %s", g->path, key);
+}
+
 int rg_gguf_get_arr(const rg_gguf *g, const char *key, rg_gguf_type *elem_type, int64_t *count) {
   const gguf_kv *kv = find_kv(g, key);
   if (!kv || kv->type != RG_GGUF_ARRAY) return -1;

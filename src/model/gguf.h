@@ -57,6 +57,10 @@ int rg_gguf_get_f64(const rg_gguf *g, const char *key, double *out); /* any nume
 const char *rg_gguf_get_str(const rg_gguf *g, const char *key, size_t *len);
 /* A malloc'd NUL-terminated copy of a string value, or NULL. */
 char *rg_gguf_dup_str(const rg_gguf *g, const char *key);
+/* For an optional key: *OUT = a malloc'd copy of string KEY, or NULL when
+ * the key is absent or not a string. Returns 0, or -1 with the error set when
+ * out of memory, which rg_gguf_dup_str's NULL does not tell from absence. */
+int rg_gguf_dup_optional_str(const rg_gguf *g, const char *key, char **out);
 
 /* Arrays: element type and count; 0 on success, -1 if absent or not an array. */
 int rg_gguf_get_arr(const rg_gguf *g, const char *key, rg_gguf_type *elem_type, int64_t *count);

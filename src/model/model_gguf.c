@@ -274,12 +274,11 @@ int rg_model_load_gguf(rg_model *m, const char *path) {
   if (!g) return -1;
   m->source->gguf = g; /* closed by rg_model_free */
   m->format = strdup("gguf");
-  m->id = rg_gguf_dup_str(g, "general.name");
-  if (!m->id) m->id = strdup(path);
-  if (!m->format || !m->id) return rg_error_set("%s: out of memory", path);
+  if (!m->format) return rg_error_set("%s: out of memory", path);
+  if (rg_gguf_dup_optional_str(g, "general.name", &m->id) != 0) return -1;
+  if (!m->id && !(m->id = strdup(path))) return rg_error_set("%s: out of memory", path);
   if (read_config(g, &m->cfg) != 0 || expose_tensors(m, g) != 0 || bind_weights(m, g) != 0) return -1;
   m->tokenizer = rg_tokenizer_from_gguf(g);
   if (!m->tokenizer) return -1;
-  m->chat_template = rg_gguf_dup_str(g, "tokenizer.chat_template");
-  return 0;
+  return rg_gguf_dup_optional_str(g, "tokenizer.chat_template", &m->chat_template);
 }

@@ -231,7 +231,8 @@ rg_tokenizer *rg_tokenizer_from_gguf(const rg_gguf *g) {
   bool add_bos_default = kind == RG_TOK_BPE_SPM; /* llama.cpp: SPM vocabularies add BOS */
   if (kind == RG_TOK_BPE_BYTE) {
     if (load_merges(g, t)) goto fail;
-    char *pre = rg_gguf_dup_str(g, "tokenizer.ggml.pre");
+    char *pre;
+    if (rg_gguf_dup_optional_str(g, "tokenizer.ggml.pre", &pre)) goto fail;
     const pre_type *p = find_pre_type(t, pre ? pre : "default");
     free(pre);
     if (!p || apply_pre_type(t, p)) goto fail;
