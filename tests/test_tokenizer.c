@@ -378,6 +378,53 @@ static void test_json_id_bounds(void **state) {
   free(path);
 }
 
+/* Added tokens: an id listed twice is special when either listing says so,
+ * and 100k added tokens load in linear time (the old duplicate search made
+ * that 20 s; about 0.3 s now, so 5 s is a loose bound for a busy machine). */
+static void test_json_added_tokens(void **state) {
+  (void)state;
+  const char *twice = TOK_ABCD "\"added_tokens\":[{\"id\":4,\"content\":\"<x>\",\"special\":false},"
+                               "{\"id\":4,\"content\":\"<x>\",\"special\":true}]}";
+  char *path = t_write_tmp("tok_added_twice.json", twice, strlen(twice));
+  rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+  assert_non_null(t);
+  assert_true(rg_token_is_special(t, 4));
+  int32_t *ids;
+  int n;
+  assert_int_equal(rg_tokenize(t, "a<x>", 4, true, false, &ids, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(ids[1], 4);
+  free(ids);
+  assert_int_equal(rg_tokenize(t, "a<x>", 4, false, false, &ids, &n), 0);
+  for (int i = 0; i < n; i++) assert_int_not_equal(ids[i], 4);
+  free(ids);
+  rg_tokenizer_free(t);
+  free(path);
+
+  enum { N_ADDED = 100000 };
+  size_t cap = (size_t)N_ADDED * 64, len = 0;
+  char *json = malloc(cap);
+  len += (size_t)snprintf(json + len, cap - len, "{\"model\":{\"merges\":[],\"vocab\":{");
+  for (int i = 0; i < N_ADDED; i++) len += (size_t)snprintf(json + len, cap - len, "%s\"t%d\":%d", i ? "," : "", i, i);
+  len += (size_t)snprintf(json + len, cap - len, "}},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"added_tokens\":[");
+  for (int i = 0; i < N_ADDED; i++)
+    len += (size_t)snprintf(json + len, cap - len, "%s{\"id\":%d,\"content\":\"<t%d>\"}", i ? "," : "", i, i);
+  len += (size_t)snprintf(json + len, cap - len, "]}");
+  path = t_write_tmp("tok_added_100k.json", json, len);
+  free(json);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  t = rg_tokenizer_from_json(path, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double sec = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  fprintf(stderr, "%d added tokens loaded in %.3f s\n", N_ADDED, sec);
+  assert_non_null(t);
+  assert_int_equal(rg_token_lookup(t, "<t99999>"), 99999);
+  if (!getenv("REFGEO_SANITIZED")) assert_true(sec < 5.0);
+  rg_tokenizer_free(t);
+  free(path);
+}
+
 /* One tokenizer shared read-only by several threads gives every thread the
  * single-threaded ids (the contract: no hidden mutable state). */
 typedef struct {
@@ -462,6 +509,7 @@ int main(void) {
       cmocka_unit_test(test_llamacpp_vectors),
       cmocka_unit_test(test_json_errors),
       cmocka_unit_test(test_json_id_bounds),
+      cmocka_unit_test(test_json_added_tokens),
       cmocka_unit_test(test_speed_threads_bad_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

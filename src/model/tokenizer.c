@@ -149,19 +149,18 @@ int rg_tok_index_merges(rg_tokenizer *t) {
 
 int rg_tok_add_added(rg_tokenizer *t, int32_t id, bool special) {
   if (id < 0 || id >= t->n_vocab) return rg_error_set("%s: added token id %d out of range", t->source, (int)id);
+  /* special[] is kept per id, so an id listed twice is special when either
+   * listing says so, and its second entry matches the same text as the
+   * first: harmless, and not searched for (that search made loading
+   * quadratic in the number of added tokens: 20 s for 100k of them). */
   if (special) t->special[id] = true;
-  for (int i = 0; i < t->n_added; i++)
-    if (t->added[i].id == id) {
-      t->added[i].special = t->added[i].special || special;
-      return 0;
-    }
   const int n = t->n_added;
   if ((n & (n - 1)) == 0) { /* grow at powers of two */
-    rg_added_token *a = realloc(t->added, sizeof *a * (size_t)(n ? 2 * n : 1));
+    int32_t *a = realloc(t->added, sizeof *a * (size_t)(n ? 2 * n : 1));
     if (!a) return rg_error_set("%s: out of memory", t->source);
     t->added = a;
   }
-  t->added[t->n_added++] = (rg_added_token){id, special};
+  t->added[t->n_added++] = id;
   return 0;
 }
 
@@ -261,11 +260,11 @@ static int32_t match_added(const rg_tokenizer *t, const char *s, size_t n, bool 
   int32_t best = -1;
   int best_len = 0;
   for (int i = 0; i < t->n_added; i++) {
-    const rg_added_token *a = &t->added[i];
-    if (a->special && !parse_special) continue;
-    int len = t->len[a->id];
-    if (len > best_len && (size_t)len <= n && memcmp(rg_tok_text(t, a->id), s, (size_t)len) == 0) {
-      best = a->id;
+    int32_t id = t->added[i];
+    if (t->special[id] && !parse_special) continue;
+    int len = t->len[id];
+    if (len > best_len && (size_t)len <= n && memcmp(rg_tok_text(t, id), s, (size_t)len) == 0) {
+      best = id;
       best_len = len;
     }
   }

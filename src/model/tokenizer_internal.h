@@ -59,11 +59,6 @@ typedef struct {
   int32_t left, right, merged;
 } rg_merge;
 
-typedef struct {
-  int32_t id;
-  bool special; /* needs parse_special to be matched; dropped by skip_special */
-} rg_added_token;
-
 struct rg_tokenizer {
   rg_tokenizer_kind kind;
   char *source; /* file name used in error messages */
@@ -85,7 +80,8 @@ struct rg_tokenizer {
   int n_merges;
   rg_pairmap pairs;
 
-  rg_added_token *added; /* sorted by id; matched longest-first in raw text */
+  int32_t *added; /* ids of the added tokens, matched longest-first in raw text;
+                   * special ones (special[id]) only with parse_special */
   int n_added;
 
   rg_pretok_step *steps;
@@ -124,7 +120,8 @@ int32_t rg_tok_find(const rg_tokenizer *t, const char *s, size_t len);
 int rg_tok_add_merge(rg_tokenizer *t, const char *left, size_t left_len, const char *right, size_t right_len);
 /* Builds the pair map after all merges are added. */
 int rg_tok_index_merges(rg_tokenizer *t);
-/* Registers an added token matched in raw text. */
+/* Registers an added token matched in raw text; a SPECIAL one needs
+ * parse_special to be matched and is dropped by skip_special. */
 int rg_tok_add_added(rg_tokenizer *t, int32_t id, bool special);
 /* Fills byte_token[] from "<0xXX>" texts. */
 void rg_tok_find_byte_tokens(rg_tokenizer *t);
