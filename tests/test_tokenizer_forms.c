@@ -14,8 +14,11 @@
  *                         key, which now means true), prepend_scheme "first"
  *   split_string          legacy + Split pre-tokenizers on literal patterns
  * The test writes each form's file exactly as the script built it, loads it
- * with rg_tokenizer_from_json, and compares every id; there is no tolerance.
- * Before the PCRE2_LITERAL fix the last three forms did not load at all. */
+ * with rg_tokenizer_from_json, and compares every id and the decode of the
+ * expected ids (skip_special off) with tokenizers' decode; there is no
+ * tolerance. The one text holding a NUL byte is left out of the decode check
+ * (a C string ends there). Before the PCRE2_LITERAL fix the last three forms
+ * did not load at all. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +32,14 @@ enum { MAX_SETS = 8 };
 
 typedef struct {
   const char *name;
-  int texts, ids, mismatches;
+  int texts, ids, mismatches, decodes, decode_mismatches;
 } set_count;
 
 static set_count *count_for(set_count *sets, int *n_sets, const char *name) {
   for (int i = 0; i < *n_sets; i++)
     if (strcmp(sets[i].name, name) == 0) return &sets[i];
   assert_true(*n_sets < MAX_SETS);
-  sets[*n_sets] = (set_count){name, 0, 0, 0};
+  sets[*n_sets] = (set_count){name, 0, 0, 0, 0, 0};
   return &sets[(*n_sets)++];
 }
 
@@ -78,6 +81,16 @@ static char *write_form(const cJSON *form) {
   return path;
 }
 
+/* EXPECTED as an id array. */
+static int32_t *json_ids(const cJSON *expected, int *n) {
+  *n = cJSON_GetArraySize(expected);
+  int32_t *ids = malloc(sizeof *ids * (size_t)(*n ? *n : 1));
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, expected) ids[i++] = (int32_t)e->valueint;
+  return ids;
+}
+
 static bool same_ids(const int32_t *ids, int n, const cJSON *expected) {
   if (cJSON_GetArraySize(expected) != n) return false;
   int i = 0;
@@ -94,6 +107,7 @@ static int check_form(const cJSON *fx, const cJSON *form) {
   const cJSON *ids = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), name);
   const cJSON *fallback =
       cJSON_IsString(same_as) ? cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), same_as->valuestring) : NULL;
+  const cJSON *decodes = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "decoded"), name);
   char *path = write_form(form);
   rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
   free(path);
@@ -129,14 +143,30 @@ static int check_form(const cJSON *fx, const cJSON *form) {
       }
     }
     free(got);
+    if (!memchr(text, 0, len)) {
+      const cJSON *want = cJSON_GetArrayItem(decodes, i);
+      const char *want_text = cJSON_IsString(want) ? want->valuestring : text; /* null: the text itself */
+      int n_exp;
+      int32_t *exp_ids = json_ids(expected, &n_exp);
+      char *dec = rg_detokenize(t, exp_ids, n_exp, false);
+      c->decodes++;
+      if (!dec || strcmp(dec, want_text) != 0) {
+        c->decode_mismatches++;
+        if (reported++ < 5)
+          fprintf(stderr, "%s: text %d decodes to \"%.60s\", expected \"%.60s\"\n", name, i, dec ? dec : "(null)",
+                  want_text);
+      }
+      free(dec);
+      free(exp_ids);
+    }
     free(text);
     i++;
   }
   int mismatches = 0;
   for (int s = 0; s < n_sets; s++) {
-    fprintf(stderr, "%-21s %-10s %4d texts %6d ids %d mismatches\n", name, sets[s].name, sets[s].texts, sets[s].ids,
-            sets[s].mismatches);
-    mismatches += sets[s].mismatches;
+    fprintf(stderr, "%-21s %-10s %4d texts %6d ids %d mismatches, %4d decodes %d mismatches\n", name, sets[s].name,
+            sets[s].texts, sets[s].ids, sets[s].mismatches, sets[s].decodes, sets[s].decode_mismatches);
+    mismatches += sets[s].mismatches + sets[s].decode_mismatches;
   }
   assert_int_equal(n_sets, 4); /* engine, prompts, harmbench, xstest */
   rg_tokenizer_free(t);

@@ -21,10 +21,12 @@ is not stored again: each form names its base file and the top-level fields
   metaspace_first   LlamaConverter with legacy=False: no normalizer, Metaspace
                     prepend_scheme "first", split false.
   metaspace_split   a default tokenizers Metaspace(): prepend_scheme "always",
-                    split true, with the Metaspace decoder.
+                    split true.
   metaspace_first_v015  Metaspace as tokenizers 0.15 wrote it
                     (add_prefix_space + prepend_scheme "first", no "split"
                     key), which tokenizers >= 0.19 reads as split true.
+  Every form keeps LlamaConverter's decoder (Replace, ByteFallback, Fuse,
+  Strip), as the Hub's files of each form do.
   split_string      the legacy form plus a pre-tokenizer of Split
                     pre-tokenizers on String (literal) patterns, two holding
                     regex metacharacters, with four behaviors.
@@ -41,7 +43,9 @@ invalid UTF-8 or NUL; tokenizers sees bytes.decode('utf-8', 'replace')):
   xstest     XSTest prompts (xstest_prompts.csv, CC-BY-4.0, Röttger et al.
              2024, paul-rottger/exaggerated-safety).
 ids[form][i] is null when it equals ids[form's same_as][i] (the forms agree
-on most texts; this keeps the fixture small). The legacy form's ids are also
+on most texts; this keeps the fixture small). decoded[form][i] is
+tokenizers' decode of those ids (skip_special_tokens=False), null when it
+equals the text itself (only for texts stored as UTF-8). The legacy form's ids are also
 compared here with the sentencepiece package (special tokens as text).
 """
 import csv
@@ -54,7 +58,7 @@ import types
 import sentencepiece as spm
 import tokenizers
 import transformers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers.convert_slow_tokenizer import LlamaConverter
 
 SPM_MODEL = os.path.join(os.path.dirname(__import__("mistral_common").__file__), "data", "tokenizer.model.v1")
@@ -94,11 +98,11 @@ def forms(out_dir):
     first = llama_converter_fields(legacy=False)
     assert first["normalizer"] is None and first["pre_tokenizer"]["prepend_scheme"] == "first"
     assert first["pre_tokenizer"]["split"] is False
-    split = component_json(pre_tokenizer=pre_tokenizers.Metaspace(), decoder=decoders.Metaspace())
+    split = {"normalizer": None, "pre_tokenizer": component_json(pre_tokenizer=pre_tokenizers.Metaspace())[
+        "pre_tokenizer"]}
     assert split["pre_tokenizer"]["split"] is True and split["pre_tokenizer"]["prepend_scheme"] == "always"
-    v015 = {"normalizer": None, "decoder": split["decoder"],
-            "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True,
-                              "prepend_scheme": "first"}}
+    v015 = {"normalizer": None, "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+                                                  "add_prefix_space": True, "prepend_scheme": "first"}}
     # Patterns see the normalized text, where spaces are already "▁".
     split_string = component_json(pre_tokenizer=pre_tokenizers.Sequence([
         pre_tokenizers.Split(".\u2581", behavior="isolated"),
@@ -157,18 +161,23 @@ def main():
     form_list = forms(out_dir)
     texts = prompt_texts(harmbench_dir, xstest_dir, out_dir)
     decoded = [raw.decode("utf-8", errors="replace") for _, raw in texts]
-    ids = {}
+    ids, decodes = {}, {}
     summary = []
     for form in form_list:
         tok = load_form(out_dir, form)
         if form["name"] == "metaspace_first_v015":  # tokenizers reads the missing "split" as true
             assert json.loads(tok.to_str())["pre_tokenizer"]["split"] is True
         full = [tok.encode(s, add_special_tokens=False).ids for s in decoded]
+        back = [tok.decode(x, skip_special_tokens=False) for x in full]
+        decodes[form["name"]] = [None if d == s and "text" in text_entry("", raw) else d
+                                 for d, s, (_, raw) in zip(back, decoded, texts)]
         same = ids.get(form["same_as"])
         ids[form["name"]] = full
         n_ids = sum(len(x) for x in full)
         n_diff = sum(1 for i, x in enumerate(full) if same is None or x != same[i])
-        summary.append(f"{form['name']}: {n_ids} ids, {n_diff} texts differ from {form['same_as'] or 'nothing'}")
+        n_dec = sum(1 for d in decodes[form["name"]] if d is not None)
+        summary.append(f"{form['name']}: {n_ids} ids, {n_diff} texts differ from {form['same_as'] or 'nothing'}, "
+                       f"{n_dec} decodes stored (the rest equal the text)")
     sp = spm.SentencePieceProcessor(model_file=SPM_MODEL)
     legacy = load_form(out_dir, form_list[0])
     legacy.encode_special_tokens = True  # sentencepiece never parses "<s>" in text
@@ -189,6 +198,7 @@ def main():
         "forms": form_list,
         "texts": [text_entry(name, raw) for name, raw in texts],
         "ids": stored,
+        "decoded": decodes,
     }
     with open(os.path.join(out_dir, "spm_forms.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
