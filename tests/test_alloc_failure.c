@@ -51,6 +51,9 @@ static const char *SMOLLM2_CONFIG =
     " \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.42.3\","
     " \"use_cache\": true, \"vocab_size\": 49152}";
 
+/* Most allocation events one load may make (see walk). */
+enum { MAX_EVENTS = 2000 };
+
 /* Text whose ids show that a tokenizer works (digits, words, a special). */
 static const char *PROBE = "<|im_start|>user\nHello, world! 12345 caf\xc3\xa9<|im_end|>";
 
@@ -246,6 +249,10 @@ static void walk(const char *path) {
   rg_model_free(m);
   const long live = af_live(); /* what every load must come back to */
   assert_int_equal(live, before + 1); /* REF */
+  /* The walk costs N_total loads. SmolLM2 loads in 641 (GGUF) and 351 (HF)
+   * events; one allocation per token or per merge again (49152 tokens,
+   * 48900 merges) would turn seconds into hours, so that fails here. */
+  if (total > MAX_EVENTS) fail_msg("%s: a load makes %ld allocation events (at most %d expected)", path, total, MAX_EVENTS);
 
   const double t0 = now_s();
   long jit_failures = 0;
