@@ -25,7 +25,8 @@
 typedef int (*fuzz_entry)(const uint8_t *data, size_t size);
 
 #define HARNESSES(X) \
-  X(acts_h5) X(asr_curve) X(behaviors) X(chat_template) X(gguf) X(hf_dir) X(safetensors) X(test_cases) X(tokenizer)
+  X(acts_h5) X(asr_curve) X(behaviors) X(chat_template) X(checkpoints) X(gguf) X(hf_dir) X(prompts) \
+      X(safetensors) X(test_cases) X(tokenizer)
 
 #define DECLARE(name) int fuzz_one_##name(const uint8_t *data, size_t size);
 HARNESSES(DECLARE)

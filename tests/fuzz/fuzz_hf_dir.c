@@ -29,13 +29,9 @@ enum { N_FILES = sizeof FILES / sizeof FILES[0] };
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_part parts[N_FILES];
   int n = fuzz_split(data, size, FILES, N_FILES, parts, N_FILES);
+  fuzz_remove_tree("hf"); /* the directory holds exactly this input's parts */
   const char *dir = fuzz_subdir("hf");
   char name[64];
-  /* The directory holds exactly this input's parts: drop the last run's. */
-  for (int f = 0; f < N_FILES; f++) {
-    snprintf(name, sizeof name, "hf/%s", FILES[f]);
-    fuzz_remove(name);
-  }
   for (int i = 0; i < n; i++) {
     snprintf(name, sizeof name, "hf/%s", parts[i].name);
     fuzz_write(name, parts[i].data, parts[i].size);

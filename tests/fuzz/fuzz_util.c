@@ -1,6 +1,8 @@
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "fuzz_util.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,13 @@
 static char dir[256];
 static char path[512];
 
+static int remove_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(p);
+}
+
+static void remove_dir(void) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 const char *fuzz_dir(void) {
   if (dir[0]) return dir;
   const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
@@ -20,6 +29,7 @@ const char *fuzz_dir(void) {
     perror(dir);
     abort();
   }
+  atexit(remove_dir); /* a crash leaves it, with the input that caused it */
   return dir;
 }
 
@@ -27,6 +37,8 @@ static const char *path_of(const char *name) {
   snprintf(path, sizeof path, "%s/%s", fuzz_dir(), name);
   return path;
 }
+
+void fuzz_remove_tree(const char *name) { nftw(path_of(name), remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 const char *fuzz_subdir(const char *name) {
   static char sub[512];
@@ -47,8 +59,6 @@ const char *fuzz_write(const char *name, const uint8_t *data, size_t size) {
   }
   return p;
 }
-
-void fuzz_remove(const char *name) { unlink(path_of(name)); }
 
 static const uint8_t SEP[] = "\n@@ ";
 enum { SEP_LEN = sizeof SEP - 1 };

@@ -41,8 +41,9 @@ const char *fuzz_subdir(const char *name);
  * storage, valid until the next call with another name). */
 const char *fuzz_write(const char *name, const uint8_t *data, size_t size);
 
-/* Removes fuzz_dir()/NAME if present (a part the input did not hold). */
-void fuzz_remove(const char *name);
+/* Removes fuzz_dir()/NAME and everything below it, if present (what the
+ * last input left). The whole fuzz_dir() is removed at exit. */
+void fuzz_remove_tree(const char *name);
 
 typedef struct {
   const char *name;    /* one of the names the harness passed */

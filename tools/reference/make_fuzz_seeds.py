@@ -192,6 +192,25 @@ def curve_seeds():
     out("asr_curve", "measured_asr", "".join(rows))
 
 
+# ------------------------------------------------------------------ prompts, checkpoints
+
+def prompt_seeds():
+    for name in ("harmful_val", "harmless_val"):
+        items = json.loads(read(os.path.join(ROOT, "data", "prompts", name + ".json")))[:3]
+        texts = [p["instruction"] for p in items]
+        out("prompts", name, frame([("prompts.json", json.dumps(items, indent=4)),
+                                    ("prompts.txt", "\r\n".join(texts) + "\n\n"),
+                                    ("prompts.csv", write_csv(["Behavior", "SemanticCategory"],
+                                                              [[p["instruction"], p["category"] or ""] for p in items]))]))
+
+
+def checkpoint_seeds():
+    """Manifests and run directories of the forms tests/test_geometry_checkpoints.c uses."""
+    out("checkpoints", "manifest", frame([("manifest.csv", "step,path\n20,checkpoint-20\n0,base.gguf\n10,checkpoint-10\n"),
+                                          ("dirs", "checkpoint-10\ncheckpoint-20\n")]))
+    out("checkpoints", "run_dir", frame([("dirs", "checkpoint-0\ncheckpoint-500\ncheckpoint-1000\nruns\n")]))
+
+
 # ------------------------------------------------------------------ models
 
 TINY = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -338,6 +357,8 @@ def main():
     chat_template_seeds()
     harmbench_seeds(harmbench_dir)
     curve_seeds()
+    prompt_seeds()
+    checkpoint_seeds()
     model_seeds(refgeo)
     gguf_seeds()
     acts_h5_seeds()
