@@ -14,9 +14,10 @@
  *                         key, which now means true), prepend_scheme "first"
  *   split_string          legacy + Split pre-tokenizers on literal patterns
  * The test writes each form's file exactly as the script built it, loads it
- * with rg_tokenizer_from_json, and compares every id and the decode of the
- * expected ids (skip_special off) with tokenizers' decode; there is no
- * tolerance. The one text holding a NUL byte is left out of the decode check
+ * with rg_tokenizer_from_json, and compares every id, with special-token
+ * text parsed and as plain text (tokenizers' encode_special_tokens), and the
+ * decode of the expected ids (skip_special off) with tokenizers' decode;
+ * there is no tolerance. The one text holding a NUL byte is left out of the decode check
  * (a C string ends there). Before the PCRE2_LITERAL fix the last three forms
  * did not load at all. */
 #include <cjson/cJSON.h>
@@ -32,14 +33,14 @@ enum { MAX_SETS = 8 };
 
 typedef struct {
   const char *name;
-  int texts, ids, mismatches, decodes, decode_mismatches;
+  int texts, ids, mismatches, plain_mismatches, decodes, decode_mismatches;
 } set_count;
 
 static set_count *count_for(set_count *sets, int *n_sets, const char *name) {
   for (int i = 0; i < *n_sets; i++)
     if (strcmp(sets[i].name, name) == 0) return &sets[i];
   assert_true(*n_sets < MAX_SETS);
-  sets[*n_sets] = (set_count){name, 0, 0, 0, 0, 0};
+  sets[*n_sets] = (set_count){name, 0, 0, 0, 0, 0, 0};
   return &sets[(*n_sets)++];
 }
 
@@ -108,6 +109,7 @@ static int check_form(const cJSON *fx, const cJSON *form) {
   const cJSON *fallback =
       cJSON_IsString(same_as) ? cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), same_as->valuestring) : NULL;
   const cJSON *decodes = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "decoded"), name);
+  const cJSON *plain_ids = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids_plain"), name);
   char *path = write_form(form);
   rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
   free(path);
@@ -143,6 +145,15 @@ static int check_form(const cJSON *fx, const cJSON *form) {
       }
     }
     free(got);
+    char key[16];
+    snprintf(key, sizeof key, "%d", i);
+    const cJSON *plain = cJSON_GetObjectItem(plain_ids, key); /* absent: same as parsed */
+    assert_int_equal(rg_tokenize(t, text, len, false, false, &got, &n), 0);
+    if (!same_ids(got, n, plain ? plain : expected)) {
+      c->plain_mismatches++;
+      if (reported++ < 5) fprintf(stderr, "%s: text %d \"%.60s\" differs with special tokens as text\n", name, i, text);
+    }
+    free(got);
     if (!memchr(text, 0, len)) {
       const cJSON *want = cJSON_GetArrayItem(decodes, i);
       const char *want_text = cJSON_IsString(want) ? want->valuestring : text; /* null: the text itself */
@@ -164,9 +175,10 @@ static int check_form(const cJSON *fx, const cJSON *form) {
   }
   int mismatches = 0;
   for (int s = 0; s < n_sets; s++) {
-    fprintf(stderr, "%-21s %-10s %4d texts %6d ids %d mismatches, %4d decodes %d mismatches\n", name, sets[s].name,
-            sets[s].texts, sets[s].ids, sets[s].mismatches, sets[s].decodes, sets[s].decode_mismatches);
-    mismatches += sets[s].mismatches + sets[s].decode_mismatches;
+    fprintf(stderr, "%-21s %-10s %4d texts %6d ids %d mismatches (%d as plain text), %4d decodes %d mismatches\n", name,
+            sets[s].name, sets[s].texts, sets[s].ids, sets[s].mismatches, sets[s].plain_mismatches, sets[s].decodes,
+            sets[s].decode_mismatches);
+    mismatches += sets[s].mismatches + sets[s].plain_mismatches + sets[s].decode_mismatches;
   }
   assert_int_equal(n_sets, 4); /* engine, prompts, harmbench, xstest */
   rg_tokenizer_free(t);

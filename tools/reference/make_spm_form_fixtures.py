@@ -43,10 +43,13 @@ invalid UTF-8 or NUL; tokenizers sees bytes.decode('utf-8', 'replace')):
   xstest     XSTest prompts (xstest_prompts.csv, CC-BY-4.0, Röttger et al.
              2024, paul-rottger/exaggerated-safety).
 ids[form][i] is null when it equals ids[form's same_as][i] (the forms agree
-on most texts; this keeps the fixture small). decoded[form][i] is
-tokenizers' decode of those ids (skip_special_tokens=False), null when it
-equals the text itself (only for texts stored as UTF-8). The legacy form's ids are also
-compared here with the sentencepiece package (special tokens as text).
+on most texts; this keeps the fixture small). ids_plain[form] maps the index
+of each text whose ids change when special-token text is encoded as plain
+text (encode_special_tokens=True, refgeo's parse_special off) to those ids.
+decoded[form][i] is tokenizers' decode of ids[form][i]
+(skip_special_tokens=False), null when it equals the text itself (only for
+texts stored as UTF-8). The legacy form's ids are also compared here with the
+sentencepiece package (special tokens as text).
 """
 import csv
 import glob
@@ -161,13 +164,17 @@ def main():
     form_list = forms(out_dir)
     texts = prompt_texts(harmbench_dir, xstest_dir, out_dir)
     decoded = [raw.decode("utf-8", errors="replace") for _, raw in texts]
-    ids, decodes = {}, {}
+    ids, plain_ids, decodes = {}, {}, {}
     summary = []
     for form in form_list:
         tok = load_form(out_dir, form)
         if form["name"] == "metaspace_first_v015":  # tokenizers reads the missing "split" as true
             assert json.loads(tok.to_str())["pre_tokenizer"]["split"] is True
         full = [tok.encode(s, add_special_tokens=False).ids for s in decoded]
+        tok.encode_special_tokens = True  # refgeo's parse_special off (tokenize --no-special)
+        plain = [tok.encode(s, add_special_tokens=False).ids for s in decoded]
+        tok.encode_special_tokens = False
+        plain_ids[form["name"]] = {str(i): p for i, (p, x) in enumerate(zip(plain, full)) if p != x}
         back = [tok.decode(x, skip_special_tokens=False) for x in full]
         decodes[form["name"]] = [None if d == s and "text" in text_entry("", raw) else d
                                  for d, s, (_, raw) in zip(back, decoded, texts)]
@@ -176,8 +183,10 @@ def main():
         n_ids = sum(len(x) for x in full)
         n_diff = sum(1 for i, x in enumerate(full) if same is None or x != same[i])
         n_dec = sum(1 for d in decodes[form["name"]] if d is not None)
+        n_plain = len(plain_ids[form["name"]])
         summary.append(f"{form['name']}: {n_ids} ids, {n_diff} texts differ from {form['same_as'] or 'nothing'}, "
-                       f"{n_dec} decodes stored (the rest equal the text)")
+                       f"{n_plain} differ with special tokens as text, {n_dec} decodes stored (the rest equal "
+                       f"the text)")
     sp = spm.SentencePieceProcessor(model_file=SPM_MODEL)
     legacy = load_form(out_dir, form_list[0])
     legacy.encode_special_tokens = True  # sentencepiece never parses "<s>" in text
@@ -198,6 +207,7 @@ def main():
         "forms": form_list,
         "texts": [text_entry(name, raw) for name, raw in texts],
         "ids": stored,
+        "ids_plain": plain_ids,
         "decoded": decodes,
     }
     with open(os.path.join(out_dir, "spm_forms.json"), "w", encoding="utf-8") as f:
