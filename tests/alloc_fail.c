@@ -52,11 +52,13 @@ long af_disarm(void) {
 long af_live(void) { return atomic_load(&g_live); }
 const char *af_failed_kind(void) { return g_failed_kind; }
 
-/* Counts one event of KIND; true if it is the one that must fail. */
+/* Counts one event of KIND; true if it is the one that must fail. Sets
+ * errno to ENOMEM then, as a failing malloc does (util/json.c relies on it). */
 static bool event_fails(const char *kind) {
   if (!g_armed) return false;
   if (++g_events != g_fail_at) return false;
   g_failed_kind = kind;
+  errno = ENOMEM;
   return true;
 }
 
@@ -110,6 +112,7 @@ void __wrap_free(void *p) {
 static void *cjson_malloc(size_t n) {
   if (g_fail_cjson_next) {
     g_fail_cjson_next = false;
+    errno = ENOMEM;
     return NULL;
   }
   return counted(__real_malloc(n));

@@ -7,15 +7,12 @@
  * the test loads once to count the events, N_total, then loads again with
  * event N failing, for every N in 1..N_total. Each of those loads must
  * return NULL with a one-line error that names the file and says that memory
- * ran out, free every block it allocated (af_live back where it was; under
- * ASan, LeakSanitizer also checks PCRE2's and libc's blocks at exit) and not
- * crash. A failed cJSON parse is the exception to "says that memory ran
- * out": cJSON returns NULL for a full heap as for a syntax error, so
- * refgeo's message then blames the JSON (known, accepted here, said in the
- * message check below). The other exception is pcre2_jit_compile, whose failure
- * the tokenizer survives by design (it falls back to the interpreter): that
- * load must succeed and tokenize as the unfailed one does. Load N_total + 1
- * must succeed with N_total events.
+ * ran out (not that the file is bad), free every block it allocated (af_live
+ * back where it was; under ASan, LeakSanitizer also checks PCRE2's and
+ * libc's blocks at exit) and not crash. The one exception is
+ * pcre2_jit_compile, whose failure the tokenizer survives by design (it
+ * falls back to the interpreter): that load must succeed and tokenize as the
+ * unfailed one does. Load N_total + 1 must succeed with N_total events.
  *
  * The Hugging Face directory is SmolLM2-135M-Instruct's: its config.json
  * (as published on the Hub), random bf16 weights of those shapes written by
@@ -275,7 +272,7 @@ static void walk(const char *path) {
     } else if (!*msg || strchr(msg, '\n') || !strstr(msg, path)) {
       fail_msg("%s: event %ld (%s) failed with an error that is empty, not one line, or not about the file: '%s'",
                path, n, kind, msg);
-    } else if (!strstr(msg, "memory") && strcmp(kind, "cJSON parse") != 0) { /* cJSON: see the top */
+    } else if (!strstr(msg, "memory")) {
       fail_msg("%s: event %ld (%s) failed with an error that does not say memory ran out: '%s'", path, n, kind, msg);
     }
     if (af_live() != live)

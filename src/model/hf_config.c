@@ -10,6 +10,7 @@
 
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 /* Absent and JSON null both mean "use the default" in transformers. */
 static const cJSON *item(const cJSON *obj, const char *key) {
@@ -104,8 +105,9 @@ static int reject_unsupported(const cJSON *root, const char *path, const rg_conf
 
 int rg_hf_config_parse(const char *text, const char *path, rg_config *c) {
   memset(c, 0, sizeof *c);
-  cJSON *root = cJSON_Parse(text);
-  if (!root) return rg_error_set("%s: not valid JSON", path);
+  bool out_of_memory;
+  cJSON *root = rg_json_parse(text, strlen(text), NULL, &out_of_memory);
+  if (!root) return rg_error_set(out_of_memory ? "%s: out of memory" : "%s: not valid JSON", path);
   int rc = -1;
   if (!cJSON_IsObject(root)) {
     rg_error_set("%s: not a JSON object", path);

@@ -14,6 +14,7 @@
 
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 /* The reference implementation refuses headers above 100 MB
  * (safetensors/src/tensor.rs, MAX_HEADER_SIZE); a real one is a few tens of
@@ -145,8 +146,10 @@ static int check_overlaps(const rg_safetensors *st, span *spans, int n) {
 static int parse_header(rg_safetensors *st, const char *text, size_t len, size_t data_at) {
   const char *path = st->path;
   const char *end = NULL;
-  st->header = cJSON_ParseWithLengthOpts(text, len, &end, false);
+  bool out_of_memory;
+  st->header = rg_json_parse(text, len, &end, &out_of_memory);
   if (!st->header) {
+    if (out_of_memory) return rg_error_set("%s: out of memory parsing the header", path);
     size_t near = end && end >= text ? (size_t)(end - text) : 0;
     return rg_error_set("%s: header is not valid JSON (near byte %zu)", path, 8 + near);
   }

@@ -25,6 +25,7 @@
 #include "model/tokenizer_internal.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 #define SPM_SPACE "\xE2\x96\x81" /* U+2581 */
 #define RE_BYTE_LEVEL \
@@ -254,11 +255,12 @@ static int apply_config(rg_tokenizer *t, const char *config_path) {
   size_t len;
   char *text = rg_read_file(config_path, &len);
   if (!text) return -1;
-  cJSON *cfg = cJSON_ParseWithLength(text, len);
+  bool out_of_memory;
+  cJSON *cfg = rg_json_parse(text, len, NULL, &out_of_memory);
   free(text);
   if (!cJSON_IsObject(cfg)) {
     cJSON_Delete(cfg);
-    return rg_error_set("%s: not a JSON object", config_path);
+    return rg_error_set(!cfg && out_of_memory ? "%s: out of memory" : "%s: not a JSON object", config_path);
   }
   t->bos = config_token(t, cfg, "bos_token", t->bos);
   t->eos = config_token(t, cfg, "eos_token", t->eos);
@@ -338,10 +340,12 @@ rg_tokenizer *rg_tokenizer_from_json_for_model(const char *tokenizer_json, const
   size_t len;
   char *text = rg_read_file(tokenizer_json, &len);
   if (!text) return NULL;
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  bool out_of_memory;
+  cJSON *root = rg_json_parse(text, len, NULL, &out_of_memory);
   if (!root) {
     const char *at = cJSON_GetErrorPtr();
-    rg_error_set("%s: invalid JSON near byte %td", tokenizer_json, at ? at - text : (ptrdiff_t)0);
+    if (out_of_memory) rg_error_set("%s: out of memory", tokenizer_json);
+    else rg_error_set("%s: invalid JSON near byte %td", tokenizer_json, at ? at - text : (ptrdiff_t)0);
     free(text);
     return NULL;
   }
