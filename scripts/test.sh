@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: installs dependencies, fetches the test model, then builds
+# Runs every test: installs dependencies, fetches the test models, then builds
 # and runs the CTest suite twice: a Release build, and a Debug build under
 # AddressSanitizer + UndefinedBehaviorSanitizer; then every libFuzzer harness
 # for 30 s on its corpus (scripts/fuzz.sh).
@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 REFGEO_MODEL="$(bash scripts/fetch-model.sh)"
 export REFGEO_MODEL
+# the second real model (qwen2): the fixture tests run on both
+REFGEO_MODEL_QWEN="$(bash scripts/fetch-model.sh qwen2.5-coder-0.5b)"
+export REFGEO_MODEL_QWEN
 # llama.cpp's tokenizer conformance suite for test_tokenizer_suite
 REFGEO_TOKENIZER_SUITE="$(bash scripts/fetch-tokenizer-suite.sh)"
 export REFGEO_TOKENIZER_SUITE
@@ -16,7 +19,7 @@ JOBS="$(nproc)"
 
 run_suite() { # build-dir, cmake args...
   local dir="$1"; shift
-  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_TOKENIZER_SUITE="$REFGEO_TOKENIZER_SUITE" "$@" >/dev/null
+  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" -DREFGEO_TOKENIZER_SUITE="$REFGEO_TOKENIZER_SUITE" "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
   (cd "$dir" && ctest --output-on-failure -j "$JOBS")
 }
