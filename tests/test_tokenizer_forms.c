@@ -13,13 +13,15 @@
  *   metaspace_first_v015  Metaspace as tokenizers 0.15 wrote it (no "split"
  *                         key, which now means true), prepend_scheme "first"
  *   split_string          legacy + Split pre-tokenizers on literal patterns
+ *   split_contiguous_invert  the same with the Contiguous behavior and invert
  * The test writes each form's file exactly as the script built it, loads it
  * with rg_tokenizer_from_json, and compares every id, with special-token
  * text parsed and as plain text (tokenizers' encode_special_tokens), and the
  * decode of the expected ids (skip_special off) with tokenizers' decode;
- * there is no tolerance. The one text holding a NUL byte is left out of the decode check
- * (a C string ends there). Before the PCRE2_LITERAL fix the last three forms
- * did not load at all. */
+ * there is no tolerance. The one text holding a NUL byte is left out of the
+ * decode check (a C string ends there). On d99de02 the last four forms did
+ * not load: literal patterns failed to compile (PCRE2_UCP with
+ * PCRE2_LITERAL), and Contiguous and invert were refused. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,22 +84,50 @@ static char *write_form(const cJSON *form) {
   return path;
 }
 
-/* EXPECTED as an id array. */
-static int32_t *json_ids(const cJSON *expected, int *n) {
-  *n = cJSON_GetArraySize(expected);
+/* A JSON array of ids as a malloc'd array; *n gets the count. */
+static int32_t *json_ids(const cJSON *array, int *n) {
+  assert_true(cJSON_IsArray(array));
+  *n = cJSON_GetArraySize(array);
   int32_t *ids = malloc(sizeof *ids * (size_t)(*n ? *n : 1));
   int i = 0;
   const cJSON *e;
-  cJSON_ArrayForEach(e, expected) ids[i++] = (int32_t)e->valueint;
+  cJSON_ArrayForEach(e, array) ids[i++] = (int32_t)e->valueint;
   return ids;
 }
 
-static bool same_ids(const int32_t *ids, int n, const cJSON *expected) {
-  if (cJSON_GetArraySize(expected) != n) return false;
-  int i = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, expected) if (e->valueint != ids[i++]) return false;
-  return true;
+/* A form's expected ids for one text: ENTRY is an array, null (BASE's ids),
+ * or {"head", "tail", "ids"}: BASE's first head ids, then ids, then BASE's
+ * last tail ids (the fixture stores only what differs from the base form). */
+static int32_t *expected_ids(const cJSON *entry, const cJSON *base, int *n) {
+  if (cJSON_IsArray(entry)) return json_ids(entry, n);
+  int n_base;
+  int32_t *base_ids = json_ids(base, &n_base);
+  if (cJSON_IsNull(entry)) {
+    *n = n_base;
+    return base_ids;
+  }
+  int head = cJSON_GetObjectItem(entry, "head")->valueint, tail = cJSON_GetObjectItem(entry, "tail")->valueint;
+  int n_mid;
+  int32_t *mid = json_ids(cJSON_GetObjectItem(entry, "ids"), &n_mid);
+  assert_true(head >= 0 && tail >= 0 && head + tail <= n_base);
+  *n = head + n_mid + tail;
+  int32_t *ids = malloc(sizeof *ids * (size_t)(*n ? *n : 1));
+  memcpy(ids, base_ids, sizeof *ids * (size_t)head);
+  memcpy(ids + head, mid, sizeof *ids * (size_t)n_mid);
+  memcpy(ids + head + n_mid, base_ids + n_base - tail, sizeof *ids * (size_t)tail);
+  free(mid);
+  free(base_ids);
+  return ids;
+}
+
+static bool same_ids(const int32_t *a, int n_a, const int32_t *b, int n_b) {
+  return n_a == n_b && (n_a == 0 || memcmp(a, b, sizeof *a * (size_t)n_a) == 0);
+}
+
+static void print_ids(const char *what, const int32_t *ids, int n) {
+  fprintf(stderr, " %s [", what);
+  for (int k = 0; k < n; k++) fprintf(stderr, "%s%d", k ? "," : "", ids[k]);
+  fprintf(stderr, "]");
 }
 
 /* Tokenizes every text with FORM; returns its mismatches, or -1 when the form
@@ -106,7 +136,7 @@ static int check_form(const cJSON *fx, const cJSON *form) {
   const char *name = cJSON_GetObjectItem(form, "name")->valuestring;
   const cJSON *same_as = cJSON_GetObjectItem(form, "same_as");
   const cJSON *ids = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), name);
-  const cJSON *fallback =
+  const cJSON *base =
       cJSON_IsString(same_as) ? cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids"), same_as->valuestring) : NULL;
   const cJSON *decodes = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "decoded"), name);
   const cJSON *plain_ids = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "ids_plain"), name);
@@ -114,7 +144,7 @@ static int check_form(const cJSON *fx, const cJSON *form) {
   rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
   free(path);
   if (!t) {
-    fprintf(stderr, "%-21s does not load: %s\n", name, rg_error_get());
+    fprintf(stderr, "%-23s does not load: %s\n", name, rg_error_get());
     return -1;
   }
   assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_SPM);
@@ -123,9 +153,8 @@ static int check_form(const cJSON *fx, const cJSON *form) {
   int n_sets = 0, reported = 0, i = 0;
   const cJSON *entry;
   cJSON_ArrayForEach(entry, cJSON_GetObjectItem(fx, "texts")) {
-    const cJSON *expected = cJSON_GetArrayItem(ids, i);
-    if (cJSON_IsNull(expected)) expected = cJSON_GetArrayItem(fallback, i);
-    assert_true(cJSON_IsArray(expected));
+    int n_want;
+    int32_t *want = expected_ids(cJSON_GetArrayItem(ids, i), cJSON_GetArrayItem(base, i), &n_want);
     size_t len;
     char *text = text_bytes(entry, &len);
     int32_t *got;
@@ -133,33 +162,33 @@ static int check_form(const cJSON *fx, const cJSON *form) {
     assert_int_equal(rg_tokenize(t, text, len, true, false, &got, &n), 0);
     set_count *c = count_for(sets, &n_sets, cJSON_GetObjectItem(entry, "set")->valuestring);
     c->texts++;
-    c->ids += cJSON_GetArraySize(expected);
-    if (!same_ids(got, n, expected)) {
+    c->ids += n_want;
+    if (!same_ids(got, n, want, n_want)) {
       c->mismatches++;
       if (reported++ < 5) {
-        char *want = cJSON_PrintUnformatted(expected);
-        fprintf(stderr, "%s: text %d \"%.60s\": expected %s, got [", name, i, text, want);
-        for (int k = 0; k < n; k++) fprintf(stderr, "%s%d", k ? "," : "", got[k]);
-        fprintf(stderr, "]\n");
-        free(want);
+        fprintf(stderr, "%s: text %d \"%.60s\":", name, i, text);
+        print_ids("expected", want, n_want);
+        print_ids("got", got, n);
+        fprintf(stderr, "\n");
       }
     }
     free(got);
     char key[16];
     snprintf(key, sizeof key, "%d", i);
     const cJSON *plain = cJSON_GetObjectItem(plain_ids, key); /* absent: same as parsed */
+    int n_plain = n_want;
+    int32_t *want_plain = plain ? json_ids(plain, &n_plain) : NULL;
     assert_int_equal(rg_tokenize(t, text, len, false, false, &got, &n), 0);
-    if (!same_ids(got, n, plain ? plain : expected)) {
+    if (!same_ids(got, n, plain ? want_plain : want, n_plain)) {
       c->plain_mismatches++;
       if (reported++ < 5) fprintf(stderr, "%s: text %d \"%.60s\" differs with special tokens as text\n", name, i, text);
     }
     free(got);
+    free(want_plain);
     if (!memchr(text, 0, len)) {
-      const cJSON *want = cJSON_GetArrayItem(decodes, i);
-      const char *want_text = cJSON_IsString(want) ? want->valuestring : text; /* null: the text itself */
-      int n_exp;
-      int32_t *exp_ids = json_ids(expected, &n_exp);
-      char *dec = rg_detokenize(t, exp_ids, n_exp, false);
+      const cJSON *want_dec = cJSON_GetArrayItem(decodes, i);
+      const char *want_text = cJSON_IsString(want_dec) ? want_dec->valuestring : text; /* null: the text itself */
+      char *dec = rg_detokenize(t, want, n_want, false);
       c->decodes++;
       if (!dec || strcmp(dec, want_text) != 0) {
         c->decode_mismatches++;
@@ -168,14 +197,14 @@ static int check_form(const cJSON *fx, const cJSON *form) {
                   want_text);
       }
       free(dec);
-      free(exp_ids);
     }
+    free(want);
     free(text);
     i++;
   }
   int mismatches = 0;
   for (int s = 0; s < n_sets; s++) {
-    fprintf(stderr, "%-21s %-10s %4d texts %6d ids %d mismatches (%d as plain text), %4d decodes %d mismatches\n", name,
+    fprintf(stderr, "%-23s %-10s %4d texts %6d ids %d mismatches (%d as plain text), %4d decodes %d mismatches\n", name,
             sets[s].name, sets[s].texts, sets[s].ids, sets[s].mismatches, sets[s].plain_mismatches, sets[s].decodes,
             sets[s].decode_mismatches);
     mismatches += sets[s].mismatches + sets[s].plain_mismatches + sets[s].decode_mismatches;
@@ -197,7 +226,7 @@ static void test_forms(void **state) {
     n_bad += check_form(fx, form) != 0;
     n_forms++;
   }
-  assert_int_equal(n_forms, 5);
+  assert_int_equal(n_forms, 6);
   assert_int_equal(n_bad, 0);
   cJSON_Delete(fx);
 }

@@ -199,7 +199,7 @@ int rg_tok_add_regex(rg_tokenizer *t, const char *pattern, size_t len, bool lite
     return rg_error_set("%s: out of memory", t->source);
   }
   t->steps = s;
-  t->steps[t->n_steps++] = (rg_pretok_step){re, behavior, prefix_space};
+  t->steps[t->n_steps++] = (rg_pretok_step){.re = re, .behavior = behavior, .prefix_space = prefix_space};
   return 0;
 }
 

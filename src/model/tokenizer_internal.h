@@ -35,17 +35,20 @@ typedef struct {
 
 /* ---- pre-tokenizer steps, applied in order to every piece ---- */
 
+/* Hugging Face's SplitDelimiterBehavior (tokenizers normalizer.rs). */
 typedef enum {
   RG_SPLIT_ISOLATED,        /* matches and the text between become pieces */
   RG_SPLIT_REMOVED,         /* matches are dropped */
   RG_SPLIT_MERGED_PREVIOUS, /* a match ends the piece before it */
-  RG_SPLIT_MERGED_NEXT      /* a match starts the piece after it */
+  RG_SPLIT_MERGED_NEXT,     /* a match starts the piece after it */
+  RG_SPLIT_CONTIGUOUS       /* adjacent matches form one piece */
 } rg_split_behavior;
 
 typedef struct {
   pcre2_code *re;
   rg_split_behavior behavior;
   bool prefix_space; /* ByteLevel(add_prefix_space): " " before a piece not starting with one */
+  bool invert;       /* Split(invert): the text between matches counts as the match */
 } rg_pretok_step;
 
 /* How SentencePiece-style tokenizers add the U+2581 prefix. */

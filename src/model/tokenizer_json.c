@@ -5,8 +5,9 @@
  *                  byte_fallback, fuse_unk, unk_token, ignore_merges
  *   normalizer     null, Sequence, Prepend("▁"), Replace(" " -> "▁")
  *   pre_tokenizer  null, Sequence, Split(Regex|String; Isolated, Removed,
- *                  MergedWithPrevious, MergedWithNext), ByteLevel(add_prefix_space,
- *                  use_regex), Digits(individual_digits), Metaspace
+ *                  MergedWithPrevious, MergedWithNext, Contiguous; invert),
+ *                  ByteLevel(add_prefix_space, use_regex), Digits(individual_digits),
+ *                  Metaspace(prepend_scheme, split)
  *   decoder        ByteLevel, Metaspace, Sequence (Strip(" ", start) is honoured)
  *   post_processor TemplateProcessing whose "single" starts with a special
  *                  token (that token is BOS and is added)
@@ -84,17 +85,20 @@ static int parse_split(rg_tokenizer *t, build_state *st, const cJSON *n) {
   const cJSON *beh = cJSON_GetObjectItemCaseSensitive(n, "behavior");
   const cJSON *pat = cJSON_IsString(re) ? re : lit;
   if (!cJSON_IsString(pat) || !cJSON_IsString(beh)) return rg_error_set("%s: Split without pattern/behavior", st->path);
-  if (flag(n, "invert", false)) return rg_error_set("%s: Split with invert is not supported", st->path);
   static const struct {
     const char *name;
     rg_split_behavior b;
   } BEHAVIORS[] = {{"Isolated", RG_SPLIT_ISOLATED},
                    {"Removed", RG_SPLIT_REMOVED},
                    {"MergedWithPrevious", RG_SPLIT_MERGED_PREVIOUS},
-                   {"MergedWithNext", RG_SPLIT_MERGED_NEXT}};
+                   {"MergedWithNext", RG_SPLIT_MERGED_NEXT},
+                   {"Contiguous", RG_SPLIT_CONTIGUOUS}};
   for (size_t i = 0; i < sizeof BEHAVIORS / sizeof BEHAVIORS[0]; i++)
-    if (strcmp(beh->valuestring, BEHAVIORS[i].name) == 0)
-      return rg_tok_add_regex(t, pat->valuestring, strlen(pat->valuestring), pat == lit, BEHAVIORS[i].b, false);
+    if (strcmp(beh->valuestring, BEHAVIORS[i].name) == 0) {
+      if (rg_tok_add_regex(t, pat->valuestring, strlen(pat->valuestring), pat == lit, BEHAVIORS[i].b, false)) return -1;
+      t->steps[t->n_steps - 1].invert = flag(n, "invert", false);
+      return 0;
+    }
   return rg_error_set("%s: unsupported Split behavior '%s'", st->path, beh->valuestring);
 }
 

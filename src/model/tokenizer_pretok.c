@@ -165,10 +165,62 @@ int rg_pieces_push(rg_pieces *p, const char *prefix, size_t prefix_len, const ch
   return 0;
 }
 
+/* Hugging Face's Split, streamed. The pattern cuts a piece into segments,
+ * matches and the non-empty text between them (invert swaps which is which),
+ * and the behavior folds them into pieces as tokenizers' NormalizedString::
+ * split does (normalizer.rs). Each fold step either extends the last piece or
+ * starts a new one, so the last piece is held open and written out when the
+ * next one starts. */
+typedef struct {
+  const rg_pretok_step *step;
+  const char *s;
+  rg_pieces *out;
+  size_t open_start, open_end;
+  bool open, prev_match;
+} splitter;
+
+static int split_flush(splitter *sp) {
+  if (!sp->open) return 0;
+  sp->open = false;
+  return rg_pieces_push(sp->out, NULL, 0, sp->s + sp->open_start, sp->open_end - sp->open_start);
+}
+
+static int split_segment(splitter *sp, size_t start, size_t end, bool match) {
+  if (sp->step->invert) match = !match;
+  bool extend = false;
+  switch (sp->step->behavior) {
+  case RG_SPLIT_ISOLATED:
+    break;
+  case RG_SPLIT_REMOVED:
+    if (match) return split_flush(sp);
+    break;
+  case RG_SPLIT_MERGED_PREVIOUS: /* a match joins the text before it */
+    extend = match && !sp->prev_match;
+    break;
+  case RG_SPLIT_MERGED_NEXT: /* text joins the match before it */
+    extend = !match && sp->prev_match;
+    break;
+  case RG_SPLIT_CONTIGUOUS: /* a run of matches is one piece */
+    extend = match == sp->prev_match;
+    break;
+  }
+  sp->prev_match = match;
+  if (extend && sp->open) {
+    sp->open_end = end;
+    return 0;
+  }
+  if (split_flush(sp)) return -1;
+  sp->open = true;
+  sp->open_start = start;
+  sp->open_end = end;
+  return 0;
+}
+
 /* Splits S by one step's regex, appending the resulting pieces to OUT. */
 static int split_piece(const rg_pretok_step *st, const char *s, size_t len, pcre2_match_data *md,
                        pcre2_match_context *mc, rg_pieces *out) {
-  size_t pos = 0, piece_start = 0;
+  splitter sp = {.step = st, .s = s, .out = out};
+  size_t pos = 0, gap_start = 0;
   while (pos <= len) {
     int rc = pcre2_match(st->re, (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, md, mc);
     if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -185,29 +237,11 @@ static int split_piece(const rg_pretok_step *st, const char *s, size_t len, pcre
       pos = ms + (size_t)rg_utf8_get(s + ms, len - ms, &cp);
       continue;
     }
-    switch (st->behavior) {
-    case RG_SPLIT_ISOLATED:
-      if (ms > piece_start && rg_pieces_push(out, NULL, 0, s + piece_start, ms - piece_start)) return -1;
-      if (rg_pieces_push(out, NULL, 0, s + ms, me - ms)) return -1;
-      piece_start = me;
-      break;
-    case RG_SPLIT_REMOVED:
-      if (ms > piece_start && rg_pieces_push(out, NULL, 0, s + piece_start, ms - piece_start)) return -1;
-      piece_start = me;
-      break;
-    case RG_SPLIT_MERGED_PREVIOUS:
-      if (rg_pieces_push(out, NULL, 0, s + piece_start, me - piece_start)) return -1;
-      piece_start = me;
-      break;
-    case RG_SPLIT_MERGED_NEXT:
-      if (ms > piece_start && rg_pieces_push(out, NULL, 0, s + piece_start, ms - piece_start)) return -1;
-      piece_start = ms;
-      break;
-    }
-    pos = me;
+    if ((ms > gap_start && split_segment(&sp, gap_start, ms, false)) || split_segment(&sp, ms, me, true)) return -1;
+    gap_start = pos = me;
   }
-  if (len > piece_start && rg_pieces_push(out, NULL, 0, s + piece_start, len - piece_start)) return -1;
-  return 0;
+  if (len > gap_start && split_segment(&sp, gap_start, len, false)) return -1;
+  return split_flush(&sp);
 }
 
 int rg_pretokenize(const rg_tokenizer *t, const char *s, size_t len, rg_pieces *out) {

@@ -30,6 +30,8 @@ is not stored again: each form names its base file and the top-level fields
   split_string      the legacy form plus a pre-tokenizer of Split
                     pre-tokenizers on String (literal) patterns, two holding
                     regex metacharacters, with four behaviors.
+  split_contiguous_invert  the same with the Contiguous behavior and
+                    inverted patterns.
 Each form is loaded back with Tokenizer.from_str from exactly the JSON the C
 test builds, and every text is encoded with add_special_tokens=False (added
 tokens in the text are parsed, as refgeo's parse_special does).
@@ -42,8 +44,10 @@ invalid UTF-8 or NUL; tokenizers sees bytes.decode('utf-8', 'replace')):
              centerforaisafety/HarmBench) and their context strings;
   xstest     XSTest prompts (xstest_prompts.csv, CC-BY-4.0, Röttger et al.
              2024, paul-rottger/exaggerated-safety).
-ids[form][i] is null when it equals ids[form's same_as][i] (the forms agree
-on most texts; this keeps the fixture small). ids_plain[form] maps the index
+For a form with a same_as, ids[form][i] is null when it equals
+ids[same_as][i] (the forms agree on most texts; this keeps the fixture small),
+else {"head": h, "tail": t, "ids": [...]}: the first h ids of same_as's, the
+listed ids, then its last t ids. ids_plain[form] maps the index
 of each text whose ids change when special-token text is encoded as plain
 text (encode_special_tokens=True, refgeo's parse_special off) to those ids.
 decoded[form][i] is tokenizers' decode of ids[form][i]
@@ -114,6 +118,13 @@ def forms(out_dir):
         pre_tokenizers.Split("-", behavior="merged_with_next"),
         pre_tokenizers.Split("\u2019", behavior="isolated")]))
     assert all("String" in p["pattern"] for p in split_string["pre_tokenizer"]["pretokenizers"])
+    # The other behavior and the invert flag: a run of dots as one piece, and
+    # inverted patterns, where the text between matches is the match.
+    split_contiguous = component_json(pre_tokenizer=pre_tokenizers.Sequence([
+        pre_tokenizers.Split(".", behavior="contiguous"),
+        pre_tokenizers.Split("-", behavior="merged_with_next", invert=True),
+        pre_tokenizers.Split(",", behavior="merged_with_previous", invert=True),
+        pre_tokenizers.Split("?", behavior="contiguous", invert=True)]))
     return [
         {"name": "legacy", "base": "mistral_tokenizer.json", "edit": {}, "same_as": None},
         {"name": "metaspace_first", "base": "mistral_tokenizer.json", "edit": first, "same_as": "legacy"},
@@ -122,6 +133,8 @@ def forms(out_dir):
         {"name": "split_string", "base": "mistral_tokenizer.json", "edit": {"pre_tokenizer":
                                                                               split_string["pre_tokenizer"]},
          "same_as": "legacy"},
+        {"name": "split_contiguous_invert", "base": "mistral_tokenizer.json",
+         "edit": {"pre_tokenizer": split_contiguous["pre_tokenizer"]}, "same_as": "legacy"},
     ]
 
 
@@ -157,6 +170,20 @@ def text_entry(set_name, raw):
     except UnicodeDecodeError:
         pass
     return {"set": set_name, "hex": raw.hex()}
+
+
+def diff_ids(ids, base):
+    """None when IDS equal BASE, else the part that differs: IDS are BASE's
+    first "head" ids, then "ids", then BASE's last "tail" ids."""
+    if ids == base:
+        return None
+    head = 0
+    while head < min(len(ids), len(base)) and ids[head] == base[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(ids), len(base)) - head and ids[-1 - tail] == base[-1 - tail]:
+        tail += 1
+    return {"head": head, "tail": tail, "ids": ids[head:len(ids) - tail]}
 
 
 def main():
@@ -196,7 +223,7 @@ def main():
     stored = {}
     for form in form_list:
         same = ids.get(form["same_as"])
-        stored[form["name"]] = [x if same is None or x != same[i] else None for i, x in enumerate(ids[form["name"]])]
+        stored[form["name"]] = [x if same is None else diff_ids(x, same[i]) for i, x in enumerate(ids[form["name"]])]
     out = {
         "reference": f"tokenizers {tokenizers.__version__}, transformers {transformers.__version__} LlamaConverter, "
                      f"sentencepiece {spm.__version__}",
