@@ -33,12 +33,6 @@
 /* scipy.stats.norm.ppf(0.975) */
 static const double Z = 1.959963984540054;
 
-static char *shared_path(const char *name) {
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s/harmbench/%s", t_env("REFGEO_SHARED"), name);
-  return strdup(buf);
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -47,9 +41,9 @@ static double now_s(void) {
 
 /* Runs `refgeo asr` on the model with the val behaviors into OUT. */
 static int run_asr(const char *out_dir, const char *extra, char **out, char **err) {
-  char *behaviors = shared_path("harmbench_behaviors_text_val.csv");
-  char *substrings = shared_path("refusal_substrings.json");
-  char *prompts = shared_path("classifier_prompts.json");
+  char *behaviors = t_data_path("harmbench/harmbench_behaviors_text_val.csv");
+  char *substrings = t_data_path("harmbench/refusal_substrings.json");
+  char *prompts = t_data_path("harmbench/classifier_prompts.json");
   char cmd[8192];
   snprintf(cmd, sizeof cmd,
            "asr --model '%s' --behaviors '%s' --refusal-substrings '%s' --classifier-prompts '%s' --out '%s' "
@@ -108,7 +102,7 @@ static long overall_row(const char *dir, const char *classifier, long want_n) {
 
 /* The standard behaviors of the val CSV: BehaviorID -> Behavior. */
 static rg_csv *standard_behaviors(int *col_id, int *col_behavior, int *col_func, long *n_standard) {
-  char *path = shared_path("harmbench_behaviors_text_val.csv");
+  char *path = t_data_path("harmbench/harmbench_behaviors_text_val.csv");
   rg_csv *t = rg_csv_read(path);
   if (!t) fail_msg("%s", rg_error_get());
   *col_id = rg_csv_col(t, "BehaviorID");
@@ -158,7 +152,7 @@ static void test_direct_request_substring(void **state) {
   cJSON *root = cJSON_Parse(text);
   assert_non_null(root);
   assert_int_equal(cJSON_GetArraySize(root), g_n);
-  char *subs_path = shared_path("refusal_substrings.json");
+  char *subs_path = t_data_path("harmbench/refusal_substrings.json");
   rg_refusal_list *list = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, subs_path);
   assert_non_null(list);
   long not_refused = 0;

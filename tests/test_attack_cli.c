@@ -17,14 +17,9 @@
 #include "testlib.h"
 #include "util/fileio.h"
 
-static char *shared(const char *name) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s/harmbench/%s", t_env("REFGEO_SHARED"), name);
-  return strdup(buf);
-}
-
 static void test_attack_writes_test_cases(void **state) {
-  char *behaviors = shared("harmbench_behaviors_text_val.csv"), *targets = shared("harmbench_targets_text.json");
+  char *behaviors = t_data_path("harmbench/harmbench_behaviors_text_val.csv"),
+       *targets = t_data_path("harmbench/harmbench_targets_text.json");
   char *out = t_tmp_path("attack-cases.json"), *log = t_tmp_path("attack-log.csv");
   unlink(out), unlink(log);
   char args[8192], *err = NULL;
@@ -76,7 +71,7 @@ static void test_attack_writes_test_cases(void **state) {
 }
 
 static void test_attack_bad_input(void **state) {
-  char *behaviors = shared("harmbench_behaviors_text_val.csv");
+  char *behaviors = t_data_path("harmbench/harmbench_behaviors_text_val.csv");
   char *out = t_tmp_path("attack-bad.json"), *bad = t_write_tmp("attack-bad-targets.json", "[1, 2", 5);
   char *empty = t_write_tmp("attack-no-targets.json", "{}", 2);
   unlink(out);

@@ -1,5 +1,5 @@
-/* test_csv_table: rg_csv_read against Python's csv module on every shared
- * HarmBench/AdvBench CSV, and its errors on crafted broken files. */
+/* test_csv_table: rg_csv_read against Python's csv module on every
+ * HarmBench/AdvBench CSV in data/, and its errors on crafted broken files. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +10,13 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-static void test_shared_csvs_match_python(void **state) {
+static void test_data_csvs_match_python(void **state) {
   cJSON *fx = t_read_json_fixture("harmbench/csv_fields.json");
   const cJSON *files = cJSON_GetObjectItem(fx, "files");
   assert_int_equal(cJSON_GetArraySize(files), 6);
   const cJSON *f;
   cJSON_ArrayForEach(f, files) {
-    char *path = rg_path_join(t_env("REFGEO_SHARED"), cJSON_GetObjectItem(f, "path")->valuestring);
+    char *path = t_data_path(cJSON_GetObjectItem(f, "path")->valuestring);
     rg_csv *t = rg_csv_read(path);
     if (!t) fail_msg("%s", rg_error_get());
     const cJSON *header = cJSON_GetObjectItem(f, "header");
@@ -108,7 +108,7 @@ static void test_errors_name_file_and_line(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_shared_csvs_match_python),
+      cmocka_unit_test(test_data_csvs_match_python),
       cmocka_unit_test(test_quoting_bom_crlf),
       cmocka_unit_test(test_errors_name_file_and_line),
   };

@@ -14,14 +14,8 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-static char *shared_path(const char *name) {
-  char *p = rg_path_join(t_env("REFGEO_SHARED"), name);
-  assert_non_null(p);
-  return p;
-}
-
 static rg_behaviors *load_all_behaviors(void) {
-  char *path = shared_path("harmbench/harmbench_behaviors_text_all.csv");
+  char *path = t_data_path("harmbench/harmbench_behaviors_text_all.csv");
   rg_behaviors *b = rg_behaviors_read(path);
   if (!b) fail_msg("%s", rg_error_get());
   free(path);
@@ -64,7 +58,7 @@ static void test_behaviors_and_direct_request(void **state) {
   rg_behaviors_free(b);
 
   /* R2D2's training file lacks FunctionalCategory/SemanticCategory. */
-  char *path = shared_path("harmbench/adv_training_behaviors.csv");
+  char *path = t_data_path("harmbench/adv_training_behaviors.csv");
   b = rg_behaviors_read(path);
   if (!b) fail_msg("%s", rg_error_get());
   assert_int_equal(b->n, 100);
@@ -90,7 +84,7 @@ static void test_behaviors_errors(void **state) {
 }
 
 static void test_classifier_prompts_match_str_format(void **state) {
-  char *path = shared_path("harmbench/classifier_prompts.json");
+  char *path = t_data_path("harmbench/classifier_prompts.json");
   rg_classifier_prompts prompts;
   if (rg_classifier_prompts_load(path, &prompts) != 0) fail_msg("%s", rg_error_get());
   free(path);
@@ -143,7 +137,7 @@ static void test_judge_labels(void **state) {
 }
 
 static void test_refusal_rules_match_python(void **state) {
-  char *path = shared_path("harmbench/refusal_substrings.json");
+  char *path = t_data_path("harmbench/refusal_substrings.json");
   const char *names[] = {"harmbench_advbench", "harmbench_attack", "refusal_direction"};
   const int sizes[] = {29, 32, 12}; /* list sizes stated in HarmBench's SOURCE.md and refusal-geometry.md 7.3 */
   rg_refusal_list *lists[3];

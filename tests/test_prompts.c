@@ -14,14 +14,6 @@
 #include "testlib.h"
 #include "util/error.h"
 
-static char *shared_path(const char *name) {
-  char buf[512];
-  snprintf(buf, sizeof buf, "%s/%s", t_env("REFGEO_SHARED"), name);
-  char *p = strdup(buf);
-  assert_non_null(p);
-  return p;
-}
-
 static rg_prompt_set *load_or_fail(const char *path) {
   rg_prompt_set *s = rg_prompts_load(path);
   if (!s) fail_msg("%s", rg_error_get());
@@ -29,8 +21,8 @@ static rg_prompt_set *load_or_fail(const char *path) {
 }
 
 static void test_json_and_csv_agree(void **state) {
-  char *json_path = shared_path("refusal_direction/splits/harmful_val.json");
-  char *csv_path = shared_path("harmbench/harmbench_behaviors_text_val.csv");
+  char *json_path = t_data_path("refusal_direction/splits/harmful_val.json");
+  char *csv_path = t_data_path("harmbench/harmbench_behaviors_text_val.csv");
   rg_prompt_set *rd = load_or_fail(json_path);
   rg_prompt_set *hb = load_or_fail(csv_path);
   assert_int_equal(rd->n, 39);
@@ -64,7 +56,7 @@ static void test_txt(void **state) {
 }
 
 static void test_subsample(void **state) {
-  char *json_path = shared_path("refusal_direction/splits/harmful_val.json");
+  char *json_path = t_data_path("refusal_direction/splits/harmful_val.json");
   rg_prompt_set *all = load_or_fail(json_path);
   rg_prompt_set *a = load_or_fail(json_path), *b = load_or_fail(json_path), *c = load_or_fail(json_path);
   assert_int_equal(rg_prompts_subsample(a, 10, 42), 0);

@@ -1,6 +1,6 @@
 /* test_selection: carrier selection against refusal_direction's published
  * runs. For each reference model the fixture IS the upstream data in
- * $REFGEO_SHARED/refusal_direction/reference_runs/<model>/: rg_select on
+ * $REFGEO_DATA/refusal_direction/reference_runs/<model>/: rg_select on
  * direction_evaluations.json must reproduce direction_metadata.json (the
  * chosen pos, layer) and direction_evaluations_filtered.json (the survivors,
  * in order) exactly. */
@@ -28,10 +28,8 @@ static const reference_run RUNS[] = {
 
 static char *run_file(const char *model, const char *name) {
   char buf[512];
-  snprintf(buf, sizeof buf, "%s/refusal_direction/reference_runs/%s/%s", t_env("REFGEO_SHARED"), model, name);
-  char *p = strdup(buf);
-  assert_non_null(p);
-  return p;
+  snprintf(buf, sizeof buf, "refusal_direction/reference_runs/%s/%s", model, name);
+  return t_data_path(buf);
 }
 
 static rg_candidate *read_candidates(const char *model, const char *name, int *n) {

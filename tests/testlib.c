@@ -24,6 +24,7 @@ static char *join_env(const char *var, const char *name) {
 }
 
 char *t_fixture_path(const char *name) { return join_env("REFGEO_FIXTURES", name); }
+char *t_data_path(const char *name) { return join_env("REFGEO_DATA", name); }
 char *t_tmp_path(const char *name) { return join_env("REFGEO_TMP", name); }
 
 float *t_read_f32(const char *fixture_name, size_t *n) {

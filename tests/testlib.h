@@ -14,6 +14,8 @@ const char *t_env(const char *name);
 
 /* REFGEO_FIXTURES/NAME as a malloc'd path. */
 char *t_fixture_path(const char *name);
+/* REFGEO_DATA/NAME (the repository's data/) as a malloc'd path. */
+char *t_data_path(const char *name);
 /* REFGEO_TMP/NAME as a malloc'd path. */
 char *t_tmp_path(const char *name);
 
@@ -25,7 +27,7 @@ float *t_read_f32(const char *fixture_name, size_t *n);
 struct cJSON *t_read_json_fixture(const char *name);
 
 /* FNV-1a 64-bit hash of a NUL-terminated string: fixture scripts store it per
- * field so that shared data is compared byte for byte without copying it. */
+ * field so that a data file is compared byte for byte without a second copy. */
 unsigned long long t_fnv1a64(const char *s);
 
 /* Runs "$REFGEO_BIN ARGS" through /bin/sh; returns the exit status and the

@@ -19,9 +19,10 @@
  *   refusal-advbench   HarmBench eval_utils advbench prefixes, case-sensitive
  *   refusal-rd         refusal_direction's substring judge
  *   judge              the HarmBench classifier prompt on --judge MODEL
- * Data files default to ../shared/data/harmbench/ relative to the current
- * directory. DIR/asr_run.json records the run (attack, behaviors, how many
- * copyright behaviors were excluded). */
+ * Data files default to harmbench/ in refgeo's data folder (cli_data.h:
+ * $REFGEO_DATA, else data/ beside the executable or its folder).
+ * DIR/asr_run.json records the run (attack, behaviors, how many copyright
+ * behaviors were excluded). */
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +30,12 @@
 
 #include "capture/checkpoints.h"
 #include "cli.h"
+#include "cli_data.h"
 #include "cli_prompt.h"
 #include "commands.h"
 #include "harmbench/asr_run.h"
 #include "util/error.h"
 #include "util/fileio.h"
-
-#define DEFAULT_DATA "../shared/data/harmbench/"
 
 typedef enum { CLS_REFUSAL, CLS_JUDGE } cls_kind;
 
@@ -193,11 +193,16 @@ static int write_summary(const char *dir, const cJSON *summary) {
 }
 
 int cmd_asr(int argc, char **argv) {
+  char *default_prompts = cli_data_path("harmbench/classifier_prompts.json"),
+       *default_substrings = cli_data_path("harmbench/refusal_substrings.json");
+  if (!default_prompts || !default_substrings) {
+    free(default_prompts), free(default_substrings);
+    return cli_fail();
+  }
   const char *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *behaviors_path = NULL,
              *out_dir = NULL, *attack = NULL, *test_cases_path = NULL, *attack_name = "FixedSource",
              *category_name = "all", *judge_path = NULL, *chat_template = NULL,
-             *prompts_path = DEFAULT_DATA "classifier_prompts.json",
-             *substrings = DEFAULT_DATA "refusal_substrings.json";
+             *prompts_path = default_prompts, *substrings = default_substrings;
   int max_new = 512, batch = 8, limit = 0, threads = 0;
   bool json = false;
   cli_list cls_names = {0};
@@ -216,8 +221,8 @@ int cmd_asr(int argc, char **argv) {
       {"batch", CLI_INT, &batch, "prompts generated together (8)"},
       {"classifier", CLI_MULTI, &cls_names, "refusal-harmbench (default), refusal-advbench, refusal-rd, judge"},
       {"judge", CLI_STRING, &judge_path, "judge model for --classifier judge"},
-      {"classifier-prompts", CLI_STRING, &prompts_path, "HarmBench classifier_prompts.json"},
-      {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json"},
+      {"classifier-prompts", CLI_STRING, &prompts_path, "HarmBench classifier_prompts.json (data/harmbench/)"},
+      {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
       {"limit", CLI_INT, &limit, "score only the first N selected behaviors"},
       {"chat-template", CLI_STRING, &chat_template, "chat format name (default: detect)"},
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
@@ -230,6 +235,7 @@ int cmd_asr(int argc, char **argv) {
                      &n_pos);
   if (rc != 0) {
     cli_list_free(&cls_names);
+    free(default_prompts), free(default_substrings);
     return rc > 0 ? 0 : cli_fail();
   }
   rg_checkpoint_series *series = NULL;
@@ -314,5 +320,6 @@ end:
   rg_behaviors_free(behaviors);
   rg_checkpoints_free(series);
   cli_list_free(&cls_names);
+  free(default_prompts), free(default_substrings);
   return status;
 }

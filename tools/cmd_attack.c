@@ -23,6 +23,7 @@
 
 #include "adv_ft/gcg.h"
 #include "cli.h"
+#include "cli_data.h"
 #include "cli_prompt.h"
 #include "commands.h"
 #include "harmbench/behaviors.h"
@@ -147,13 +148,13 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
 
 int cmd_attack(int argc, char **argv) {
   const char *model = NULL, *behaviors_path = NULL, *out = NULL, *log_path = NULL, *tmpl_name = NULL;
-  const char *targets_path = "../shared/data/harmbench/harmbench_targets_text.json";
+  const char *targets_path = NULL; /* default: harmbench/ in the data folder (cli_data.h) */
   int steps = 500, width = 512, top_k = 256, limit = 0, batch = 32, seed = 0, threads = 0;
   double min_loss = 0;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory"},
       {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
-      {"targets", CLI_STRING, &targets_path, "HarmBench targets JSON (../shared/data/harmbench/harmbench_targets_text.json)"},
+      {"targets", CLI_STRING, &targets_path, "HarmBench targets JSON (data/harmbench/harmbench_targets_text.json)"},
       {"out", CLI_STRING, &out, "test cases JSON to write"},
       {"log", CLI_STRING, &log_path, "CSV of behavior_id, step, loss"},
       {"steps", CLI_INT, &steps, "GCG steps per behavior (500)"},
@@ -179,6 +180,8 @@ int cmd_attack(int argc, char **argv) {
     rg_error_set("attack: --steps, --search-width, --top-k and --batch must be positive");
     return cli_fail();
   }
+  char *default_targets = targets_path ? NULL : cli_data_path("harmbench/harmbench_targets_text.json");
+  if (!targets_path && !(targets_path = default_targets)) return cli_fail();
   rg_behaviors *bs = rg_behaviors_read(behaviors_path);
   char *targets_text = bs ? rg_read_file(targets_path, NULL) : NULL;
   cJSON *targets = targets_text ? cJSON_Parse(targets_text) : NULL;
@@ -187,6 +190,7 @@ int cmd_attack(int argc, char **argv) {
   if (!bs || !cJSON_IsObject(targets)) {
     rg_behaviors_free(bs);
     cJSON_Delete(targets);
+    free(default_targets);
     return cli_fail();
   }
   attack_job j = {.go = {.steps = steps, .search_width = width, .top_k = top_k, .min_loss = min_loss, .seed = (uint64_t)seed}};
@@ -238,5 +242,6 @@ int cmd_attack(int argc, char **argv) {
   rg_model_free(j.m);
   cJSON_Delete(targets);
   rg_behaviors_free(bs);
+  free(default_targets);
   return rc == 0 ? 0 : cli_fail();
 }

@@ -3,8 +3,9 @@
  * [--harmless-train P] [--harmful-val P] [--harmless-val P] [--n-train N]
  * [--n-val N] [--seed N] [--sites LIST] [--chat-template NAME] [--float16]
  * [--batch N] [--threads N]` captures eoi activations of every checkpoint
- * (capture/capture.h). Prompt files default to data/prompts/<split>.json
- * relative to the current directory; any format rg_prompts_load reads works.
+ * (capture/capture.h). Prompt files default to prompts/<split>.json in
+ * refgeo's data folder (cli_data.h), so they are found from any directory;
+ * any format rg_prompts_load reads works.
  * Progress and tokens/s per checkpoint go to stderr. Rerunning resumes. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "capture/capture.h"
 #include "cli.h"
+#include "cli_data.h"
 #include "commands.h"
 #include "util/error.h"
 
@@ -64,9 +66,13 @@ int cmd_capture(int argc, char **argv) {
   rg_checkpoint_series *series = rg_checkpoints_from_flags("capture", model, run_dir, manifest, base);
   if (!series) goto end;
   for (int i = 0; i < N_SPLITS; i++) {
-    char def[128];
-    snprintf(def, sizeof def, "data/prompts/%s.json", SPLIT_NAMES[i]);
-    if (!(sets[i] = rg_prompts_load(files[i] ? files[i] : def))) {
+    char name[64];
+    snprintf(name, sizeof name, "prompts/%s.json", SPLIT_NAMES[i]);
+    char *def = files[i] ? NULL : cli_data_path(name);
+    if (!files[i] && !def) goto end;
+    sets[i] = rg_prompts_load(files[i] ? files[i] : def);
+    free(def);
+    if (!sets[i]) {
       if (!files[i]) rg_error_prefix("%s (default)", SPLIT_FLAGS[i]);
       goto end;
     }
