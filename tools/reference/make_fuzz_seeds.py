@@ -2,7 +2,7 @@
 
 Dev-only (never run by CI). Regenerate with:
 
-    python3 tools/reference/make_fuzz_seeds.py build/refgeo ../shared/data/harmbench
+    python3 tools/reference/make_fuzz_seeds.py build/refgeo data/harmbench
 
 Argument 1 is a refgeo binary (its `synth-model` writes the safetensors
 weights), argument 2 a directory holding HarmBench's behavior CSVs

@@ -3,7 +3,7 @@
 Dev-only; refgeo and its tests never run Python. Regenerate with:
 
     /root/.cache/refgeo-pyenv/bin/python tools/reference/make_harmbench_fixtures.py \
-        --shared /work/shared/data --out tests/fixtures/harmbench
+        --data data --out tests/fixtures/harmbench
 
 Every expected value is computed here with independent Python tools (the csv
 module, str.format, plain substring tests, scipy.stats), never with refgeo.
@@ -11,8 +11,8 @@ module, str.format, plain substring tests, scipy.stats), never with refgeo.
 Fixtures:
   csv_fields.json     every CSV under harmbench/ and advbench/ read with Python's csv
                       module: header, row count and, per field, its UTF-8 byte length and
-                      FNV-1a 64 hash (so every byte is checked without copying the shared
-                      data into the repository), plus the count of multi-line fields.
+                      FNV-1a 64 hash (so every byte is checked without a second copy of
+                      the data in the fixtures), plus the count of multi-line fields.
   behaviors.json      per behavior of harmbench_behaviors_text_all.csv: id, flags, and the
                       length + FNV-1a 64 of HarmBench's DirectRequest test case
                       (baselines/direct_request/direct_request.py:23-24).
@@ -236,7 +236,8 @@ def write_json(out, name, obj):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default="/work/shared/data")
+    # the repository's data/ (HarmBench and AdvBench, byte-identical to upstream; see their SOURCE.md)
+    ap.add_argument("--data", "--shared", dest="shared", default="data")
     ap.add_argument("--out", default="tests/fixtures/harmbench")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -6,7 +6,7 @@ Dev-only (never run by CI). Regenerate with (packages pinned in
 tools/reference/requirements.txt; the HarmBench and XSTest data directories
 hold harmbench_behaviors_text_all.csv and xstest_prompts.csv):
 
-    python tools/reference/make_spm_form_fixtures.py HARMBENCH_DATA_DIR XSTEST_DATA_DIR tests/fixtures/tokenizer
+    python tools/reference/make_spm_form_fixtures.py data/harmbench data/xstest tests/fixtures/tokenizer
 
 The forms are edits of the committed mistral_tokenizer.json, so its vocabulary
 is not stored again: each form names its base file and the top-level fields
