@@ -3,8 +3,8 @@
  *
  * alloc_fail.c (linked with --wrap, see alloc_fail.h for exactly what counts
  * as an allocation event) numbers the events of one rg_model_load. For the
- * GGUF (REFGEO_MODEL) and for the same model as a Hugging Face directory,
- * the test loads once to count the events, N_total, then loads again with
+ * GGUF (REFGEO_MODEL), for the same model as a Hugging Face directory, and
+ * for a sharded directory (test_hf_sharded), the test loads once to count the events, N_total, then loads again with
  * event N failing, for every N in 1..N_total. Each of those loads must
  * return NULL with a one-line error that names the file and says that memory
  * ran out (not that the file is bad), free every block it allocated (af_live
@@ -323,11 +323,24 @@ static void test_hf_dir(void **state) {
   remove_hf_dir(dir);
 }
 
+/* SmolLM2 is one model.safetensors; the sharded form (an index and several
+ * shards) is walked on the tiny Mistral model that synth-model splits into
+ * 60 KB shards. */
+static void test_hf_sharded(void **state) {
+  (void)state;
+  char *dir = t_hf_tiny("mistral_f16"), *index = rg_path_join(dir, "model.safetensors.index.json");
+  assert_true(rg_path_exists(index));
+  walk(dir);
+  free(index);
+  free(dir);
+}
+
 int main(void) {
   af_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gguf),
       cmocka_unit_test(test_hf_dir),
+      cmocka_unit_test(test_hf_sharded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
