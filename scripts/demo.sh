@@ -17,7 +17,6 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DREFGEO_MODEL="$MODEL" >/dev/nul
 cmake --build build -j "$(nproc)" --target refgeo
 
 OUT="${OUT:-out/demo}"
-SHARED="${REFGEO_SHARED:-../shared/data}"
 mkdir -p "$OUT"
 RG=build/refgeo
 if [ "${DEMO_SMALL:-1}" = 1 ]; then SUBSET=(--n-train 32 --n-val 16); VAL=(--max-val 8); else SUBSET=(); VAL=(); fi
@@ -41,19 +40,15 @@ cat "$OUT/geometry/migration.csv"
 echo "== lowest-bypass candidates rejected only by the induce rule (step,pos,layer,bypass,induce,kl)"
 awk -F, '$8 == "induce"' "$OUT/geometry/carriers.csv" | sort -t, -k4,4g | head -n 5 | cut -d, -f1-6
 
-BEHAVIORS="$SHARED/harmbench/harmbench_behaviors_text_val.csv"
-if [ -f "$BEHAVIORS" ]; then
-  echo "== HarmBench DirectRequest ASR on the standard val behaviors (64 new tokens)"
-  $RG asr --manifest "$OUT/manifest.csv" --behaviors "$BEHAVIORS" --functional-category standard \
-    --max-new-tokens 64 --refusal-substrings "$SHARED/harmbench/refusal_substrings.json" --out "$OUT/asr"
-  cat "$OUT/asr/asr.csv"
-  echo "== does this series reproduce Lan et al. 2026's R2D2 curve? (it is not R2D2-trained, so it should not)"
-  # The published curve is fixed-source ASR at steps 50-500; the demo has
-  # DirectRequest at steps 0 and 100, so only step 100 is compared, and the
-  # output says that the protocols differ. Exit 1 (not reproduced) is expected.
-  $RG repro --published data/published/lan2026_r2d2.csv --measured "$OUT/asr/asr.csv" --method R2D2 \
-    --attack fixed_source --measured-attack DirectRequest --common-steps || [ $? = 1 ]
-else
-  echo "(skipping ASR: $BEHAVIORS not found; set REFGEO_SHARED to the shared data directory)"
-fi
+# HarmBench ships in data/harmbench; refgeo asr finds its refusal list there.
+echo "== HarmBench DirectRequest ASR on the standard val behaviors (64 new tokens)"
+$RG asr --manifest "$OUT/manifest.csv" --behaviors data/harmbench/harmbench_behaviors_text_val.csv \
+  --functional-category standard --max-new-tokens 64 --out "$OUT/asr"
+cat "$OUT/asr/asr.csv"
+echo "== does this series reproduce Lan et al. 2026's R2D2 curve? (it is not R2D2-trained, so it should not)"
+# The published curve is fixed-source ASR at steps 50-500; the demo has
+# DirectRequest at steps 0 and 100, so only step 100 is compared, and the
+# output says that the protocols differ. Exit 1 (not reproduced) is expected.
+$RG repro --published data/published/lan2026_r2d2.csv --measured "$OUT/asr/asr.csv" --method R2D2 \
+  --attack fixed_source --measured-attack DirectRequest --common-steps || [ $? = 1 ]
 echo "demo outputs in $OUT"
