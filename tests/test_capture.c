@@ -54,37 +54,8 @@ static char *join(const char *a, const char *b) {
   return p;
 }
 
-/* Runs h5dump ARGS on FILE and returns its stdout (caller frees). */
-static char *h5dump(const char *args, const char *file) {
-  char *out_path = t_tmp_path("capture/h5dump.out");
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "h5dump -w 0 %s '%s' > '%s' 2>&1", args, file, out_path);
-  int rc = system(cmd);
-  char *out = rg_read_file(out_path, NULL);
-  if (rc != 0) fail_msg("%s failed: %s", cmd, out ? out : "");
-  assert_non_null(out);
-  free(out_path);
-  return out;
-}
-
 static void assert_contains(const char *hay, const char *needle) {
   if (!strstr(hay, needle)) fail_msg("expected '%s' in:\n%.2000s", needle, hay);
-}
-
-/* The float32 dataset DSET of FILE as raw little-endian values, written by
- * h5dump's binary output; *n gets the count. */
-static float *dump_floats(const char *file, const char *dset, size_t *n) {
-  char *bin = t_tmp_path("capture/h5dump.bin");
-  char args[1024];
-  snprintf(args, sizeof args, "-d %s -b LE -o '%s'", dset, bin);
-  free(h5dump(args, file));
-  size_t len;
-  float *v = (float *)rg_read_file(bin, &len);
-  assert_non_null(v);
-  assert_int_equal(len % sizeof(float), 0);
-  *n = len / sizeof(float);
-  free(bin);
-  return v;
 }
 
 /* ---------------------------------------------------------------- perturb */
@@ -192,7 +163,7 @@ static void check_shapes(const char *h5, long step) {
     char args[256], want[64];
     snprintf(args, sizeof args, "-H -d /step_%ld/acts/%s/resid_pre", step, splits[i]);
     snprintf(want, sizeof want, "( %d, %d, %d, %d )", N_LAYERS, i < 2 ? N_TRAIN : N_VAL, N_POS, D_MODEL);
-    char *out = h5dump(args, h5);
+    char *out = t_h5dump(args, h5);
     assert_contains(out, want);
     assert_contains(out, "H5T_IEEE_F32LE");
     free(out);
@@ -236,34 +207,34 @@ static void test_series(void **state) {
 
   check_shapes(h5, 0);
   check_shapes(h5, 100);
-  char *out = h5dump("-a /step_0/acts/harmful_train/resid_pre/hook_names", h5);
+  char *out = t_h5dump("-a /step_0/acts/harmful_train/resid_pre/hook_names", h5);
   assert_contains(out, "\"blocks.0.hook_resid_pre\"");
   assert_contains(out, "\"blocks.29.hook_resid_pre\"");
   assert_true(strstr(out, "blocks.30.") == NULL);
   free(out);
-  out = h5dump("-a /step_100/acts/harmless_val/resid_pre/positions", h5);
+  out = t_h5dump("-a /step_100/acts/harmless_val/resid_pre/positions", h5);
   assert_contains(out, "(0): -6, -5, -4, -3, -2, -1\n");
   free(out);
-  out = h5dump("-a /step_100/step", h5);
+  out = t_h5dump("-a /step_100/step", h5);
   assert_contains(out, "(0): 100\n");
   free(out);
-  out = h5dump("-a /step_100/complete", h5);
+  out = t_h5dump("-a /step_100/complete", h5);
   assert_contains(out, "(0): 1\n");
   free(out);
-  out = h5dump("-a /chat_template", h5);
+  out = t_h5dump("-a /chat_template", h5);
   assert_contains(out, "(0): \"chatml\"");
   free(out);
   char eoi[128];
   fixture_eoi_text(eoi, sizeof eoi);
-  out = h5dump("-a /eoi_token_ids", h5);
+  out = t_h5dump("-a /eoi_token_ids", h5);
   assert_contains(out, eoi);
   free(out);
 
   /* perturb keeps token_embd, so layer 0's input (the embedding) is the same
    * at both steps, bit for bit; the last layer's is not. */
   size_t n0, n1;
-  float *a0 = dump_floats(h5, "/step_0/acts/harmful_train/resid_pre", &n0);
-  float *a1 = dump_floats(h5, "/step_100/acts/harmful_train/resid_pre", &n1);
+  float *a0 = t_h5dump_floats(h5, "/step_0/acts/harmful_train/resid_pre", &n0);
+  float *a1 = t_h5dump_floats(h5, "/step_100/acts/harmful_train/resid_pre", &n1);
   const size_t per_layer = (size_t)N_TRAIN * N_POS * D_MODEL;
   assert_int_equal(n0, N_LAYERS * per_layer);
   assert_int_equal(n1, n0);
@@ -322,17 +293,17 @@ static void test_sites_float16(void **state) {
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("capture: %s", err);
   free(err);
 
-  char *out = h5dump("-H -d /step_0/acts/harmless_val/resid_post", h5);
+  char *out = t_h5dump("-H -d /step_0/acts/harmless_val/resid_post", h5);
   assert_contains(out, "16-bit little-endian floating-point");
   assert_contains(out, "( 30, 1, 6, 576 )");
   free(out);
-  out = h5dump("-a /step_0/acts/harmless_val/resid_post/hook_names", h5);
+  out = t_h5dump("-a /step_0/acts/harmless_val/resid_post/hook_names", h5);
   assert_contains(out, "\"blocks.0.hook_resid_post\"");
   free(out);
   /* Both sites round the same float32 values to float16, so the identity
    * holds exactly, value for value. */
-  char *post = h5dump("-d /step_0/acts/harmless_val/resid_post -s 0,0,0,0 -c 29,1,6,576", h5);
-  char *pre = h5dump("-d /step_0/acts/harmless_val/resid_pre -s 1,0,0,0 -c 29,1,6,576", h5);
+  char *post = t_h5dump("-d /step_0/acts/harmless_val/resid_post -s 0,0,0,0 -c 29,1,6,576", h5);
+  char *pre = t_h5dump("-d /step_0/acts/harmless_val/resid_pre -s 1,0,0,0 -c 29,1,6,576", h5);
   char *vp = dump_values(post), *vq = dump_values(pre);
   assert_true(strlen(vp) > 29 * 6 * 576); /* at least one character per value */
   assert_string_equal(vp, vq);
@@ -397,12 +368,12 @@ static void test_fixture(void **state) {
   if (rg_capture_series(&series, h5, &o) != 0) fail_msg("%s", rg_error_get());
   rg_prompts_free(set);
 
-  char *dump = h5dump("-d /step_0/prompts/fixture/token_ids", h5);
+  char *dump = t_h5dump("-d /step_0/prompts/fixture/token_ids", h5);
   const char *row = strstr(dump, "(0): ");
   assert_non_null(row);
   row += strlen("(0): ");
   size_t nv;
-  float *acts = dump_floats(h5, "/step_0/acts/fixture/resid_pre", &nv);
+  float *acts = t_h5dump_floats(h5, "/step_0/acts/fixture/resid_pre", &nv);
   assert_int_equal(nv, (size_t)N_LAYERS * n * N_POS * D_MODEL);
   double worst = 0;
   for (int p = 0; p < n; p++) {

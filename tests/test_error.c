@@ -60,6 +60,15 @@ static void *set_in_thread(void *arg) {
 }
 
 /* The buffer is thread-local: another thread's error does not replace ours. */
+/* A message quoting a file's text with control characters stays one line. */
+static void test_one_line(void **state) {
+  (void)state;
+  rg_error_set("tok.json: unknown type '%s'", "Byte\nLevel\r\tx\x7f");
+  assert_string_equal(rg_error_get(), "tok.json: unknown type 'Byte?Level???x?'");
+  rg_error_prefix("dir\n%d", 1);
+  assert_string_equal(rg_error_get(), "dir?1: tok.json: unknown type 'Byte?Level???x?'");
+}
+
 static void test_thread_local(void **state) {
   rg_error_set("main thread");
   pthread_t th;
@@ -73,6 +82,7 @@ int main(void) {
       cmocka_unit_test(test_set_get_clear),
       cmocka_unit_test(test_prefix_adds_context),
       cmocka_unit_test(test_truncation),
+      cmocka_unit_test(test_one_line),
       cmocka_unit_test(test_thread_local),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

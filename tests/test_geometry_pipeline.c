@@ -16,6 +16,9 @@
  * shapes and value ranges, are consistent with each other (migration's best
  * carrier = the rank-1 row of carriers.csv = the admissible argmin bypass),
  * and a python-free awk count of the rows agrees; CLI errors are one line.
+ * directions.h5, read by h5dump: every step's directions equal the difference
+ * in means recomputed here from h5dump's export of the train activations, and
+ * each step marks migration.csv's best carrier (or none).
  */
 #include <math.h>
 #include <stdio.h>
@@ -127,17 +130,11 @@ static void test_reader_matches_h5dump(void **state) {
   assert_int_equal(rg_acts_read_site(r, 100, "harmful_train", RG_HOOK_RESID_PRE, &a, &n, &n_pos), 0);
   assert_int_equal(n, 32);
   assert_int_equal(n_pos, N_POS);
-  char *bin = tmp("dump.bin"), cmd[4096];
-  snprintf(cmd, sizeof cmd, "h5dump -d /step_100/acts/harmful_train/resid_pre -b LE -o '%s' '%s' > /dev/null", bin,
-           acts);
-  assert_int_equal(system(cmd), 0);
-  size_t len = 0;
-  char *raw = rg_read_file(bin, &len);
-  assert_non_null(raw);
-  assert_int_equal(len, (size_t)N_LAYERS * 32 * N_POS * 576 * sizeof(float));
-  assert_memory_equal(raw, a, len);
+  size_t n_raw = 0;
+  float *raw = t_h5dump_floats(acts, "/step_100/acts/harmful_train/resid_pre", &n_raw);
+  assert_int_equal(n_raw, (size_t)N_LAYERS * 32 * N_POS * 576);
+  assert_memory_equal(raw, a, n_raw * sizeof(float));
   free(raw);
-  free(bin);
   free(a);
 
   int32_t **ids = NULL;
@@ -296,6 +293,83 @@ static void test_awk_row_counts(void **state) {
   free(p);
 }
 
+/* The largest |x| of an array, for a scale-aware tolerance. */
+static double max_abs(const double *x, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+  return m;
+}
+
+/* Mean over prompts of a [L][n][N_POS][d] activation export, into [L][N_POS][d]. */
+static void prompt_means(const float *x, size_t n_values, int d, double *mean) {
+  size_t n = n_values / ((size_t)N_LAYERS * N_POS * d);
+  memset(mean, 0, (size_t)N_LAYERS * N_POS * d * sizeof *mean);
+  for (int l = 0; l < N_LAYERS; l++)
+    for (size_t i = 0; i < n; i++)
+      for (int p = 0; p < N_POS; p++)
+        for (int k = 0; k < d; k++)
+          mean[((size_t)l * N_POS + p) * d + k] += x[(((size_t)l * n + i) * N_POS + p) * d + k] / (double)n;
+}
+
+static void test_directions_file(void **state) {
+  (void)state;
+  enum { D = 576 };
+  char *path = rg_path_join(out, "directions.h5");
+  rg_csv *mig = table(out, "migration.csv");
+  assert_int_equal(mig->n_rows, 2);
+  size_t n_site = (size_t)N_LAYERS * N_POS * D;
+  double *mh = malloc(n_site * sizeof *mh), *ml = malloc(n_site * sizeof *ml), *want = malloc(n_site * sizeof *want);
+  assert_non_null(mh && ml && want);
+  for (size_t r = 0; r < mig->n_rows; r++) {
+    long step = ival(mig, r, "step");
+    char dset[128];
+    size_t n_dirs, n_h, n_l;
+    snprintf(dset, sizeof dset, "/step_%ld/resid_pre", step);
+    float *dirs = t_h5dump_floats(path, dset, &n_dirs);
+    assert_int_equal(n_dirs, n_site);
+    snprintf(dset, sizeof dset, "/step_%ld/acts/harmful_train/resid_pre", step);
+    float *harm = t_h5dump_floats(acts, dset, &n_h);
+    snprintf(dset, sizeof dset, "/step_%ld/acts/harmless_train/resid_pre", step);
+    float *harmless = t_h5dump_floats(acts, dset, &n_l);
+    prompt_means(harm, n_h, D, mh);
+    prompt_means(harmless, n_l, D, ml);
+    for (size_t i = 0; i < n_site; i++) want[i] = mh[i] - ml[i];
+    /* The file stores the float64 difference rounded to float32: within
+     * half an ulp of float32 (2^-24 relative) plus the summation-order
+     * difference of two float64 means (~1e-12 of the largest value). */
+    double scale = max_abs(want, n_site), worst = 0;
+    for (size_t i = 0; i < n_site; i++) {
+      double err = fabs(dirs[i] - want[i]) - 0x1p-24 * fabs(want[i]);
+      worst = fmax(worst, err);
+    }
+    if (worst > 1e-12 * scale) fail_msg("step %ld: direction error %.3g beyond float32 rounding", step, worst);
+
+    char *attrs;
+    char arg[128], line[64];
+    snprintf(arg, sizeof arg, "-a /step_%ld/selected_layer", step);
+    attrs = t_h5dump(arg, path);
+    const char *best_layer = mig->rows[r][col(mig, "best_layer")];
+    snprintf(line, sizeof line, "(0): %s", *best_layer ? best_layer : "-1");
+    if (!strstr(attrs, line)) fail_msg("step %ld: expected selected_layer %s in %s", step, line, attrs);
+    free(attrs);
+    if (*best_layer) {
+      snprintf(arg, sizeof arg, "-a /step_%ld/selected_pos", step);
+      attrs = t_h5dump(arg, path);
+      snprintf(line, sizeof line, "(0): %s", mig->rows[r][col(mig, "best_pos")]);
+      if (!strstr(attrs, line)) fail_msg("step %ld: expected selected_pos %s in %s", step, line, attrs);
+      free(attrs);
+    }
+    free(dirs);
+    free(harm);
+    free(harmless);
+  }
+  free(mh);
+  free(ml);
+  free(want);
+  rg_csv_free(mig);
+  free(path);
+}
+
 static void test_cli_errors(void **state) {
   (void)state;
   char cmd[4096], *err = NULL;
@@ -327,6 +401,7 @@ int main(void) {
       cmocka_unit_test(test_geometry_table),
       cmocka_unit_test(test_carriers_and_migration),
       cmocka_unit_test(test_awk_row_counts),
+      cmocka_unit_test(test_directions_file),
       cmocka_unit_test(test_cli_errors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -152,3 +152,41 @@ char *t_hf_tiny(const char *name) {
   free(done);
   return dir;
 }
+
+char *t_h5dump(const char *args, const char *file) {
+  char name[64];
+  snprintf(name, sizeof name, "h5dump-%d.out", (int)getpid());
+  char *out_path = t_tmp_path(name);
+  size_t len = strlen(args) + strlen(file) + strlen(out_path) + 64;
+  char *cmd = malloc(len);
+  assert_non_null(cmd);
+  snprintf(cmd, len, "h5dump -w 0 %s '%s' > '%s' 2>&1", args, file, out_path);
+  int rc = system(cmd);
+  char *out = rg_read_file(out_path, NULL);
+  if (rc != 0) fail_msg("%s failed: %s", cmd, out ? out : "");
+  assert_non_null(out);
+  remove(out_path);
+  free(out_path);
+  free(cmd);
+  return out;
+}
+
+float *t_h5dump_floats(const char *file, const char *dset, size_t *n) {
+  char name[64];
+  snprintf(name, sizeof name, "h5dump-%d.bin", (int)getpid());
+  char *bin = t_tmp_path(name);
+  size_t len = strlen(dset) + strlen(bin) + 32;
+  char *args = malloc(len);
+  assert_non_null(args);
+  snprintf(args, len, "-d %s -b LE -o '%s'", dset, bin);
+  free(t_h5dump(args, file));
+  size_t bytes;
+  float *v = (float *)rg_read_file(bin, &bytes);
+  assert_non_null(v);
+  assert_int_equal(bytes % sizeof(float), 0);
+  *n = bytes / sizeof(float);
+  remove(bin);
+  free(bin);
+  free(args);
+  return v;
+}

@@ -46,4 +46,11 @@ char *t_hf_tiny(const char *name);
 /* Writes LEN bytes to REFGEO_TMP/NAME and returns the malloc'd path. */
 char *t_write_tmp(const char *name, const void *data, size_t len);
 
+/* Runs "h5dump -w 0 ARGS FILE" (hdf5-tools: an HDF5 reader independent of
+ * refgeo's) and returns its stdout, malloc'd; fails the test if it fails. */
+char *t_h5dump(const char *args, const char *file);
+/* The float32 dataset DSET of FILE as little-endian values, through h5dump's
+ * binary export (malloc'd); *n gets the count. */
+float *t_h5dump_floats(const char *file, const char *dset, size_t *n);
+
 #endif

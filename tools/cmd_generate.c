@@ -1,12 +1,16 @@
 /* cmd_generate: `refgeo generate MODEL --prompt TEXT [--chat] [--system TEXT]
  * [--chat-template NAME] [--max-new-tokens N] [--temperature X --top-p X
- * --seed N] [--threads N] [--json]` prints the continuation (special tokens
- * skipped) and its token ids. Greedy unless --temperature > 0. */
+ * --seed N] [--ablate FILE[:...]] [--actadd FILE[:...] [--coeff C]]
+ * [--threads N] [--json]` prints the continuation (special tokens skipped)
+ * and its token ids. Greedy unless --temperature > 0. The intervention flags
+ * are cli_intervention.h's. */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli.h"
+#include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
 #include "model/generate.h"
@@ -36,11 +40,13 @@ static void print_result(const rg_model *m, int n_prompt, const rg_gen_result *r
 
 int cmd_generate(int argc, char **argv) {
   cli_prompt p = {0};
+  cli_intervention ci = {.coeff = NAN};
   int max_new = 128, threads = 0, seed = 0;
   double temperature = 0, top_p = 1;
   bool json = false;
   const cli_opt opts[] = {
       CLI_PROMPT_OPTS(&p),
+      CLI_INTERVENTION_OPTS(&ci),
       {"max-new-tokens", CLI_INT, &max_new, "most tokens to generate (128)"},
       {"temperature", CLI_FLOAT, &temperature, "sampling temperature (0 = greedy)"},
       {"top-p", CLI_FLOAT, &top_p, "nucleus sampling mass (1)"},
@@ -68,6 +74,8 @@ int cmd_generate(int argc, char **argv) {
   rg_session *s = NULL;
   rg_gen_result r = {0};
   char *text = NULL;
+  const rg_intervention *iv;
+  if (cli_intervention_load(&ci, m, &iv) < 0) goto end;
   if (cli_prompt_tokens(m, &p, &ids, &n_ids, stop, &n_stop) < 0) goto end;
   if (n_ids == 0) {
     rg_error_set("--prompt: encodes to no tokens");
@@ -75,6 +83,7 @@ int cmd_generate(int argc, char **argv) {
   }
   rg_session_opts so = {.threads = threads};
   if (!(s = rg_session_new(m, 1, n_ids + max_new, &so))) goto end;
+  if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   rg_gen_opts go = {.max_new_tokens = max_new, .temperature = (float)temperature, .top_p = (float)top_p,
                     .seed = (uint64_t)seed, .stop_ids = stop, .n_stop = n_stop};
   const int32_t *prompts[1] = {ids};
@@ -88,6 +97,7 @@ end:
   rg_gen_results_free(&r, 1);
   rg_session_free(s);
   free(ids);
+  cli_intervention_free(&ci);
   rg_model_free(m);
   return status;
 }

@@ -1,19 +1,23 @@
 /* cmd_logits: `refgeo logits MODEL --prompt TEXT [--chat] [--system TEXT]
- * [--chat-template NAME] --top K [--threads N] [--json]` prints the K largest
+ * [--chat-template NAME] [--ablate FILE[:...]] [--actadd FILE[:...]
+ * [--coeff C]] --top K [--threads N] [--json]` prints the K largest
  * next-token logits at the last prompt position with their log-probabilities
- * (logit - logsumexp, computed in double) and the logsumexp itself. */
+ * (logit - logsumexp, computed in double) and the logsumexp itself. The
+ * intervention flags are cli_intervention.h's. */
 #include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli.h"
+#include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
+#include "util/logsumexp.h"
 
 /* Indices of the k largest logits, largest first (ties: lower id first). */
 static void top_k(const float *lg, int n, int k, int *out) {
@@ -25,13 +29,6 @@ static void top_k(const float *lg, int n, int k, int *out) {
     for (int t = k - 1; t > j; t--) out[t] = out[t - 1];
     out[j] = i;
   }
-}
-
-static double logsumexp(const float *lg, int n) {
-  double mx = lg[0], sum = 0;
-  for (int i = 1; i < n; i++) mx = fmax(mx, lg[i]);
-  for (int i = 0; i < n; i++) sum += exp(lg[i] - mx);
-  return mx + log(sum);
 }
 
 static void print_report(const rg_model *m, int n_prompt, const float *lg, const int *top, int k, double lse,
@@ -67,10 +64,12 @@ static void print_report(const rg_model *m, int n_prompt, const float *lg, const
 
 int cmd_logits(int argc, char **argv) {
   cli_prompt p = {0};
+  cli_intervention ci = {.coeff = NAN};
   int k = 10, threads = 0;
   bool json = false;
   const cli_opt opts[] = {
       CLI_PROMPT_OPTS(&p),
+      CLI_INTERVENTION_OPTS(&ci),
       {"top", CLI_INT, &k, "how many logits to print (10)"},
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
       {"json", CLI_BOOL, &json, "print JSON"},
@@ -100,6 +99,8 @@ int cmd_logits(int argc, char **argv) {
     rg_error_set("logits: out of memory");
     goto end;
   }
+  const rg_intervention *iv;
+  if (cli_intervention_load(&ci, m, &iv) < 0) goto end;
   if (cli_prompt_tokens(m, &p, &ids, &n_ids, stop, &n_stop) < 0) goto end;
   if (n_ids == 0) {
     rg_error_set("--prompt: encodes to no tokens");
@@ -107,10 +108,11 @@ int cmd_logits(int argc, char **argv) {
   }
   rg_session_opts so = {.threads = threads};
   if (!(s = rg_session_new(m, 1, n_ids, &so))) goto end;
+  if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   const int32_t *prompts[1] = {ids};
   if (rg_session_prefill(s, prompts, &n_ids, 1, lg) < 0) goto end;
   top_k(lg, m->cfg.vocab_size, k, top);
-  print_report(m, n_ids, lg, top, k, logsumexp(lg, m->cfg.vocab_size), json);
+  print_report(m, n_ids, lg, top, k, rg_log_sum_exp(lg, m->cfg.vocab_size), json);
   status = 0;
 end:
   if (status) cli_fail();
@@ -118,6 +120,7 @@ end:
   free(top);
   free(ids);
   rg_session_free(s);
+  cli_intervention_free(&ci);
   rg_model_free(m);
   return status;
 }

@@ -8,6 +8,7 @@
 
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/h5_util.h"
 
 struct rg_acts_file {
   char *path;
@@ -24,65 +25,21 @@ struct rg_acts_file {
   int site_n, site_n_pos, site_written;
 };
 
-/* ---------------------------------------------------------------- attributes */
-
-static hid_t utf8_vlen_string(void) {
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, H5T_VARIABLE);
-  H5Tset_cset(t, H5T_CSET_UTF8);
-  return t;
-}
-
-/* Writes attribute NAME of type TYPE with N elements (N < 0: scalar). */
-static int put_attr(hid_t loc, const char *name, hid_t type, int n, const void *data) {
-  hsize_t dims = n < 0 ? 1 : (hsize_t)n;
-  hid_t space = n < 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dims, NULL);
-  if (H5Aexists(loc, name) > 0) H5Adelete(loc, name);
-  hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-  herr_t rc = a < 0 ? -1 : H5Awrite(a, type, data);
-  if (a >= 0) H5Aclose(a);
-  H5Sclose(space);
-  return rc < 0 ? -1 : 0;
-}
-
-static int put_str(hid_t loc, const char *name, const char *value) {
-  hid_t t = utf8_vlen_string();
-  const char *v = value ? value : "";
-  int rc = put_attr(loc, name, t, -1, &v);
-  H5Tclose(t);
-  return rc;
-}
-
-static int put_strs(hid_t loc, const char *name, const char *const *values, int n) {
-  hid_t t = utf8_vlen_string();
-  int rc = put_attr(loc, name, t, n, values);
-  H5Tclose(t);
-  return rc;
-}
-
-static int get_int_attr(hid_t loc, const char *name, long long *v) {
-  if (H5Aexists(loc, name) <= 0) return -1;
-  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-  herr_t rc = H5Aread(a, H5T_NATIVE_LLONG, v);
-  H5Aclose(a);
-  return rc < 0 ? -1 : 0;
-}
-
 /* ---------------------------------------------------------------- file */
 
 static int write_root_attrs(hid_t root, const rg_acts_meta *m) {
   int rc = 0;
-  rc |= put_str(root, "format", "steer-acts/1");
-  rc |= put_str(root, "model_id", m->model_id);
-  rc |= put_str(root, "model_revision", m->model_revision);
-  rc |= put_str(root, "model_dtype", m->model_dtype);
-  rc |= put_str(root, "chat_template", m->chat_template);
-  rc |= put_str(root, "hook_convention", "transformer_lens");
-  rc |= put_str(root, "weight_processing", "none");
-  rc |= put_attr(root, "n_layers", H5T_NATIVE_INT, -1, &m->n_layers);
-  rc |= put_attr(root, "d_model", H5T_NATIVE_INT, -1, &m->d_model);
+  rc |= rg_h5_put_str(root, "format", "steer-acts/1");
+  rc |= rg_h5_put_str(root, "model_id", m->model_id);
+  rc |= rg_h5_put_str(root, "model_revision", m->model_revision);
+  rc |= rg_h5_put_str(root, "model_dtype", m->model_dtype);
+  rc |= rg_h5_put_str(root, "chat_template", m->chat_template);
+  rc |= rg_h5_put_str(root, "hook_convention", "transformer_lens");
+  rc |= rg_h5_put_str(root, "weight_processing", "none");
+  rc |= rg_h5_put_attr(root, "n_layers", H5T_NATIVE_INT, -1, &m->n_layers);
+  rc |= rg_h5_put_attr(root, "d_model", H5T_NATIVE_INT, -1, &m->d_model);
   static const int32_t none = 0;
-  rc |= put_attr(root, "eoi_token_ids", H5T_NATIVE_INT32, m->n_eoi, m->n_eoi > 0 ? m->eoi_token_ids : &none);
+  rc |= rg_h5_put_attr(root, "eoi_token_ids", H5T_NATIVE_INT32, m->n_eoi, m->n_eoi > 0 ? m->eoi_token_ids : &none);
   return rc ? -1 : 0;
 }
 
@@ -128,7 +85,7 @@ rg_acts_file *rg_acts_open(const char *path, const rg_acts_meta *meta) {
   if (!rg_path_exists(path) && create_file(path, meta) != 0) goto fail;
   if (open_published(f) != 0) goto fail;
   long long n_layers = -1, d_model = -1;
-  if (get_int_attr(f->file, "n_layers", &n_layers) != 0 || get_int_attr(f->file, "d_model", &d_model) != 0 ||
+  if (rg_h5_read_int(f->file, "n_layers", &n_layers) != 0 || rg_h5_read_int(f->file, "d_model", &d_model) != 0 ||
       n_layers != meta->n_layers || d_model != meta->d_model) {
     rg_error_set("%s: existing file has n_layers %lld, d_model %lld; this model has %d, %d", path, n_layers, d_model,
                  meta->n_layers, meta->d_model);
@@ -158,15 +115,13 @@ void rg_acts_close(rg_acts_file *f) {
   free(f);
 }
 
-static void step_name(long step, char *buf, size_t n) { snprintf(buf, n, "step_%ld", step); }
-
 int rg_acts_has_step(rg_acts_file *f, long step) {
   char name[32];
-  step_name(step, name, sizeof name);
+  rg_h5_step_name(step, name, sizeof name);
   if (H5Lexists(f->file, name, H5P_DEFAULT) <= 0) return 0;
   hid_t g = H5Gopen2(f->file, name, H5P_DEFAULT);
   long long complete = 0;
-  int ok = g >= 0 && get_int_attr(g, "complete", &complete) == 0 && complete == 1;
+  int ok = g >= 0 && rg_h5_read_int(g, "complete", &complete) == 0 && complete == 1;
   if (g >= 0) H5Gclose(g);
   return ok;
 }
@@ -175,7 +130,7 @@ int rg_acts_begin_step(rg_acts_file *f, long step, const char *checkpoint) {
   if (f->tmp_file >= 0) return rg_error_set("%s: step %ld is still open", f->path, f->step);
   if (rg_acts_has_step(f, step)) return rg_error_set("%s: step %ld is already complete", f->path, step);
   f->step = step;
-  step_name(step, f->group_name, sizeof f->group_name);
+  rg_h5_step_name(step, f->group_name, sizeof f->group_name);
   size_t n = strlen(f->path) + 48;
   f->tmp_path = malloc(n);
   if (!f->tmp_path) return rg_error_set("%s: out of memory", f->path);
@@ -191,8 +146,8 @@ int rg_acts_begin_step(rg_acts_file *f, long step, const char *checkpoint) {
     H5Ldelete(f->tmp_file, f->group_name, H5P_DEFAULT);
   if (f->tmp_file >= 0) f->step_group = H5Gcreate2(f->tmp_file, f->group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   long long step64 = step;
-  if (f->step_group < 0 || put_attr(f->step_group, "step", H5T_NATIVE_LLONG, -1, &step64) != 0 ||
-      put_str(f->step_group, "checkpoint", checkpoint) != 0) {
+  if (f->step_group < 0 || rg_h5_put_attr(f->step_group, "step", H5T_NATIVE_LLONG, -1, &step64) != 0 ||
+      rg_h5_put_str(f->step_group, "checkpoint", checkpoint) != 0) {
     rg_error_set("%s: cannot start step %ld", f->tmp_path, step);
     close_step(f);
     return -1;
@@ -204,7 +159,7 @@ int rg_acts_end_step(rg_acts_file *f) {
   if (f->step_group < 0) return rg_error_set("%s: no step is open", f->path);
   if (f->dset >= 0) return rg_error_set("%s: step %ld: a site is still open", f->path, f->step);
   static const unsigned char done = 1;
-  int rc = put_attr(f->step_group, "complete", H5T_NATIVE_UCHAR, -1, &done);
+  int rc = rg_h5_put_attr(f->step_group, "complete", H5T_NATIVE_UCHAR, -1, &done);
   H5Gclose(f->step_group);
   f->step_group = H5I_INVALID_HID;
   if (H5Fclose(f->tmp_file) < 0) rc = -1;
@@ -260,7 +215,7 @@ int rg_acts_write_prompts(rg_acts_file *f, const char *split, int n, const char 
     ids[i] = (hvl_t){.len = (size_t)n_tokens[i], .p = (void *)token_ids[i]};
   }
   char name[256];
-  hid_t str = utf8_vlen_string(), vint = H5Tvlen_create(H5T_NATIVE_INT32);
+  hid_t str = rg_h5_utf8_type(), vint = H5Tvlen_create(H5T_NATIVE_INT32);
   int rc = 0;
   snprintf(name, sizeof name, "prompts/%s/text", split);
   rc |= write_vector(f->step_group, name, str, n, texts);
@@ -269,7 +224,7 @@ int rg_acts_write_prompts(rg_acts_file *f, const char *split, int n, const char 
   snprintf(name, sizeof name, "prompts/%s/token_ids", split);
   if (rc == 0 && write_vector(f->step_group, name, vint, n, ids) == 0) {
     hid_t d = H5Dopen2(f->step_group, name, H5P_DEFAULT);
-    rc |= d < 0 || put_str(d, "padding_side", "left") != 0;
+    rc |= d < 0 || rg_h5_put_str(d, "padding_side", "left") != 0;
     if (d >= 0) H5Dclose(d);
   } else {
     rc = -1;
@@ -322,9 +277,9 @@ int rg_acts_begin_site(rg_acts_file *f, const char *split, rg_hook_site site, in
   for (int p = 0; !rc && p < n_pos; p++) positions[p] = p - n_pos;
   static const int layer_axis = 0;
   if (!rc)
-    rc = put_strs(f->dset, "hook_names", (const char *const *)hooks, f->n_layers) != 0 ||
-         put_attr(f->dset, "positions", H5T_NATIVE_INT32, n_pos, positions) != 0 ||
-         put_attr(f->dset, "layer_axis", H5T_NATIVE_INT, -1, &layer_axis) != 0;
+    rc = rg_h5_put_strs(f->dset, "hook_names", (const char *const *)hooks, f->n_layers) != 0 ||
+         rg_h5_put_attr(f->dset, "positions", H5T_NATIVE_INT32, n_pos, positions) != 0 ||
+         rg_h5_put_attr(f->dset, "layer_axis", H5T_NATIVE_INT, -1, &layer_axis) != 0;
   for (int l = 0; hooks && l < f->n_layers; l++) free(hooks[l]);
   free(hooks);
   free(positions);

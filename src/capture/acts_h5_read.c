@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/h5_util.h"
 
 struct rg_acts_reader {
   char *path;
@@ -21,56 +22,6 @@ struct rg_acts_reader {
 /* A sanity bound on any one count read from the file (prompts, positions,
  * tokens): far above real use, low enough that products cannot overflow. */
 enum { MAX_COUNT = 1 << 24 };
-
-/* ---------------------------------------------------------------- attributes */
-
-static int read_int_attr(hid_t loc, const char *name, long long *v) {
-  if (H5Aexists(loc, name) <= 0) return -1;
-  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-  if (a < 0) return -1;
-  hid_t space = H5Aget_space(a);
-  int ok = space >= 0 && H5Sget_simple_extent_npoints(space) == 1 && H5Aread(a, H5T_NATIVE_LLONG, v) >= 0;
-  if (space >= 0) H5Sclose(space);
-  H5Aclose(a);
-  return ok ? 0 : -1;
-}
-
-/* A scalar string attribute (variable or fixed length) as a malloc'd copy;
- * NULL when missing or not a string. */
-static char *read_str_attr(hid_t loc, const char *name) {
-  if (H5Aexists(loc, name) <= 0) return NULL;
-  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-  if (a < 0) return NULL;
-  char *out = NULL;
-  hid_t ft = H5Aget_type(a), space = H5Aget_space(a);
-  if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && space >= 0 && H5Sget_simple_extent_npoints(space) == 1) {
-    if (H5Tis_variable_str(ft) > 0) {
-      hid_t mt = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mt, H5T_VARIABLE);
-      H5Tset_cset(mt, H5Tget_cset(ft));
-      char *v = NULL;
-      if (H5Aread(a, mt, &v) >= 0 && v) {
-        out = strdup(v);
-        H5free_memory(v);
-      }
-      H5Tclose(mt);
-    } else {
-      size_t sz = H5Tget_size(ft);
-      hid_t mt = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mt, sz + 1);
-      out = calloc(sz + 1, 1);
-      if (out && H5Aread(a, mt, out) < 0) {
-        free(out);
-        out = NULL;
-      }
-      H5Tclose(mt);
-    }
-  }
-  if (ft >= 0) H5Tclose(ft);
-  if (space >= 0) H5Sclose(space);
-  H5Aclose(a);
-  return out;
-}
 
 static int read_eoi(rg_acts_reader *r) {
   if (H5Aexists(r->file, "eoi_token_ids") <= 0) return rg_error_set("%s: no eoi_token_ids attribute", r->path);
@@ -98,27 +49,16 @@ typedef struct {
   int cap;
 } step_scan;
 
-static int step_of_name(const char *name, long *step) {
-  if (strncmp(name, "step_", 5) != 0 || !name[5]) return -1;
-  long v = 0;
-  for (const char *p = name + 5; *p; p++) {
-    if (*p < '0' || *p > '9' || v > (LONG_MAX - 9) / 10) return -1;
-    v = v * 10 + (*p - '0');
-  }
-  *step = v;
-  return 0;
-}
-
 static herr_t collect_step(hid_t g, const char *name, const H5L_info_t *li, void *user) {
   (void)li;
   step_scan *sc = user;
   rg_acts_reader *r = sc->r;
   long step;
-  if (step_of_name(name, &step) != 0) return 0;
+  if (rg_h5_step_of_name(name, &step) != 0) return 0;
   hid_t sg = H5Gopen2(g, name, H5P_DEFAULT);
   if (sg < 0) return 0;
   long long complete = 0;
-  int ok = read_int_attr(sg, "complete", &complete) == 0 && complete == 1;
+  int ok = rg_h5_read_int(sg, "complete", &complete) == 0 && complete == 1;
   H5Gclose(sg);
   if (!ok) return 0;
   if (r->info.n_steps == sc->cap) {
@@ -157,7 +97,7 @@ rg_acts_reader *rg_acts_reader_open(const char *path) {
     rg_error_set("%s: cannot open as HDF5", path);
     goto fail;
   }
-  char *format = read_str_attr(r->file, "format");
+  char *format = rg_h5_read_str(r->file, "format");
   int format_ok = format && strcmp(format, "steer-acts/1") == 0;
   free(format);
   if (!format_ok) {
@@ -165,7 +105,7 @@ rg_acts_reader *rg_acts_reader_open(const char *path) {
     goto fail;
   }
   long long n_layers = 0, d_model = 0;
-  if (read_int_attr(r->file, "n_layers", &n_layers) != 0 || read_int_attr(r->file, "d_model", &d_model) != 0 ||
+  if (rg_h5_read_int(r->file, "n_layers", &n_layers) != 0 || rg_h5_read_int(r->file, "d_model", &d_model) != 0 ||
       n_layers <= 0 || n_layers > 4096 || d_model <= 0 || d_model > 1 << 20) {
     rg_error_set("%s: missing or bad n_layers / d_model attributes", path);
     goto fail;
@@ -173,8 +113,8 @@ rg_acts_reader *rg_acts_reader_open(const char *path) {
   r->info.n_layers = (int)n_layers;
   r->info.d_model = (int)d_model;
   if (read_eoi(r) != 0) goto fail;
-  r->model_id = read_str_attr(r->file, "model_id");
-  r->chat_template = read_str_attr(r->file, "chat_template");
+  r->model_id = rg_h5_read_str(r->file, "model_id");
+  r->chat_template = rg_h5_read_str(r->file, "chat_template");
   step_scan sc = {r, 0};
   hsize_t idx = 0;
   if (H5Literate(r->file, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_step, &sc) < 0) {
@@ -214,7 +154,7 @@ const char *rg_acts_reader_path(const rg_acts_reader *r) { return r->path; }
 
 static hid_t open_step(rg_acts_reader *r, long step) {
   char name[32];
-  snprintf(name, sizeof name, "step_%ld", step);
+  rg_h5_step_name(step, name, sizeof name);
   hid_t g = H5Lexists(r->file, name, H5P_DEFAULT) > 0 ? H5Gopen2(r->file, name, H5P_DEFAULT) : H5I_INVALID_HID;
   if (g < 0) rg_error_set("%s: no group /%s", r->path, name);
   return g;
@@ -223,7 +163,7 @@ static hid_t open_step(rg_acts_reader *r, long step) {
 char *rg_acts_read_checkpoint(rg_acts_reader *r, long step) {
   hid_t g = open_step(r, step);
   if (g < 0) return NULL;
-  char *c = read_str_attr(g, "checkpoint");
+  char *c = rg_h5_read_str(g, "checkpoint");
   H5Gclose(g);
   if (!c) rg_error_set("%s: /step_%ld has no checkpoint attribute", r->path, step);
   return c;

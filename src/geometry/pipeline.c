@@ -8,6 +8,7 @@
 #include "capture/acts_h5_read.h"
 #include "geometry/auroc.h"
 #include "geometry/diff_means.h"
+#include "geometry/directions_h5.h"
 #include "geometry/geometry_csv.h"
 #include "geometry/linalg.h"
 #include "geometry/scores.h"
@@ -30,7 +31,7 @@ typedef struct {
   rg_acts_reader *rd;
   int L, d, n_pos, lo, hi;
   struct timespec t0;
-  char *geo_path, *car_path, *mig_path;
+  char *geo_path, *car_path, *mig_path, *dir_path;
   rg_geometry_row *geo; /* [n_steps * L * n_pos] */
   char (*hooks)[HOOK_NAME_LEN];
   int n_geo;
@@ -39,6 +40,8 @@ typedef struct {
   rg_migration_row *mig; /* [n_steps] */
   double *dirs0, *prev, *cur; /* [n_pos][L][d] */
   double *best0;              /* step 0's best carrier direction */
+  float *dirs_f32;            /* [n_steps][L][n_pos][d]: every step's directions, for directions.h5 */
+  rg_directions_step *dir_steps; /* [n_steps] */
   int have_best0;             /* 0 when step 0 had no admissible carrier */
 } run_state;
 
@@ -96,7 +99,10 @@ static int alloc_dirs(run_state *st) {
   st->car = calloc((size_t)n_steps * n_cand, sizeof *st->car);
   st->mig = calloc((size_t)n_steps, sizeof *st->mig);
   st->best0 = malloc((size_t)st->d * sizeof(double));
-  if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->best0)
+  st->dirs_f32 = malloc((size_t)n_steps * n * sizeof(float));
+  st->dir_steps = calloc((size_t)n_steps, sizeof *st->dir_steps);
+  if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->best0 ||
+      !st->dirs_f32 || !st->dir_steps)
     return rg_error_set("geometry: out of memory");
   return 0;
 }
@@ -234,6 +240,24 @@ static int best_spectra(run_state *st, long step, const rg_diff_means *dm, const
   return rc;
 }
 
+/* Keeps step SI's directions (st->cur) as float32 [L][n_pos][d] with its
+ * selected carrier BEST (NULL: none admissible) for directions.h5. */
+static void record_directions(run_state *st, int si, const rg_candidate *best) {
+  float *dst = st->dirs_f32 + (size_t)si * st->L * st->n_pos * st->d;
+  for (int l = 0; l < st->L; l++)
+    for (int pi = 0; pi < st->n_pos; pi++) {
+      const double *r = dir_at(st, st->cur, pi, l);
+      float *o = dst + ((size_t)l * st->n_pos + pi) * st->d;
+      for (int k = 0; k < st->d; k++) o[k] = (float)r[k];
+    }
+  const rg_checkpoint *ck = &st->series->items[si];
+  st->dir_steps[si] = (rg_directions_step){.step = ck->step,
+                                           .checkpoint = ck->path,
+                                           .dirs = dst,
+                                           .selected_pos = best ? best->pos : 0,
+                                           .selected_layer = best ? best->layer : -1};
+}
+
 static int run_step(run_state *st, int si) {
   const rg_checkpoint *ck = &st->series->items[si];
   float *harm = NULL, *harmless = NULL;
@@ -264,6 +288,7 @@ static int run_step(run_state *st, int si) {
   rg_carrier_rows_fill(st->car + st->n_car, ck->step, c, &sel);
   st->n_car += n_cand;
 
+  record_directions(st, si, sel.best >= 0 ? &c[sel.best] : NULL);
   rg_migration_row *mr = &st->mig[si];
   const double *best = NULL;
   if (sel.best >= 0) best = dir_at(st, st->cur, c[sel.best].pos + st->n_pos, c[sel.best].layer);
@@ -334,7 +359,8 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   st.geo_path = rg_path_join(out_dir, "geometry.csv");
   st.car_path = rg_path_join(out_dir, "carriers.csv");
   st.mig_path = rg_path_join(out_dir, "migration.csv");
-  if (!st.geo_path || !st.car_path || !st.mig_path) {
+  st.dir_path = rg_path_join(out_dir, "directions.h5");
+  if (!st.geo_path || !st.car_path || !st.mig_path || !st.dir_path) {
     rg_error_set("%s: out of memory", out_dir);
     goto end;
   }
@@ -342,7 +368,8 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
     if (run_step(&st, si) < 0) goto end;
     if (rg_write_geometry_csv(st.geo_path, st.geo, st.n_geo) < 0 ||
         rg_write_carriers_csv(st.car_path, st.car, st.n_car) < 0 ||
-        rg_write_migration_csv(st.mig_path, st.mig, si + 1) < 0)
+        rg_write_migration_csv(st.mig_path, st.mig, si + 1) < 0 ||
+        rg_directions_write(st.dir_path, st.L, st.n_pos, st.d, st.dir_steps, si + 1) < 0)
       goto end;
   }
   if (o->log) fprintf(o->log, "geometry: %d steps done, tables in %s [%.1f s]\n", series->n, out_dir, elapsed(&st));
@@ -352,6 +379,9 @@ end:
   free(st.geo_path);
   free(st.car_path);
   free(st.mig_path);
+  free(st.dir_path);
+  free(st.dirs_f32);
+  free(st.dir_steps);
   free(st.geo);
   free(st.hooks);
   free(st.car);

@@ -18,6 +18,8 @@
  *     carrier (line angle), and the spectrum of the carrier matrix at the
  *     best layer (matrix "carrier", n_pos rows, row-normalized). With no
  *     admissible carrier the spectrum is NaN and matrix is "none".
+ *  5. directions.h5: every step's directions (float32, every eoi position and
+ *     layer) with its selected carrier marked (directions_h5.h).
  * The log gets progress, elapsed times and, per step, the three spectra of
  * the best carrier (prompt_diff at (p*, l*), carrier at l*, layer stack at
  * p*).
@@ -51,7 +53,8 @@ typedef struct {
 rg_geometry_opts rg_geometry_opts_default(void);
 
 /* Runs the pipeline over SERIES (every step must be complete in ACTS_PATH)
- * and writes OUT_DIR/{geometry,carriers,migration}.csv (OUT_DIR is created).
+ * and writes OUT_DIR/{geometry,carriers,migration}.csv and OUT_DIR/directions.h5
+ * (OUT_DIR is created).
  * Returns 0 (also when some step has no admissible carrier), or -1 with the
  * error set. */
 int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, const char *out_dir,

@@ -6,11 +6,19 @@
 enum { RG_ERROR_MAX = 1024 };
 static _Thread_local char g_message[RG_ERROR_MAX];
 
+/* Messages quote file contents and names, which may hold newlines or other
+ * control characters; shown as '?' (as ls does), a message stays one line. */
+static void make_one_line(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 int rg_error_set(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(g_message, sizeof g_message, fmt, ap);
   va_end(ap);
+  make_one_line(g_message);
   return -1;
 }
 
@@ -29,6 +37,7 @@ int rg_error_prefix(const char *fmt, ...) {
     memcpy(g_message + n, old, len);
     g_message[(size_t)n + len] = '\0';
   }
+  make_one_line(g_message);
   return -1;
 }
 

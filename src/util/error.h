@@ -7,7 +7,8 @@
  *   "model.gguf: bad magic 0x46554747 (not a GGUF file)".
  * The message buffer is thread-local; a new rg_error_set() replaces the old.
  * Messages are cut at 1023 characters (a prefix that does not fit cuts the
- * tail of the older message).
+ * tail of the older message). Control characters (a newline quoted from a
+ * file, say) are replaced by '?', so a message is always one line.
  */
 #ifndef RG_ERROR_H
 #define RG_ERROR_H
