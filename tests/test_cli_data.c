@@ -97,6 +97,13 @@ static int setup(void **state) {
   return 0;
 }
 
+/* Removes this run's files (the executable's copy is the large one). */
+static int teardown(void **state) {
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
 /* The tree's own build: data/ is beside the build folder (rule 3). */
 static void test_found_from_another_directory(void **state) {
   assert_int_equal(unsetenv("REFGEO_DATA"), 0);
@@ -178,5 +185,5 @@ int main(void) {
       cmocka_unit_test(test_asr_runs_from_another_directory),
       cmocka_unit_test(test_executable_location), /* last: it points REFGEO_BIN at a copy */
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return cmocka_run_group_tests(tests, setup, teardown);
 }
