@@ -11,7 +11,7 @@ PACKAGES=(
   libopenblas-dev liblapacke-dev
   libhdf5-dev hdf5-tools
   libcsv-dev libcjson-dev
-  libpcre2-dev libinih-dev
+  libpcre2-dev libinih-dev libutf8proc-dev
   libopenmpi-dev openmpi-bin
   libcmocka-dev
   time strace

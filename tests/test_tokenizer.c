@@ -1,11 +1,14 @@
-/* test_tokenizer: the byte-level (SmolLM2 GGUF) and SentencePiece (Mistral
- * tokenizer.json) tokenizers against independent references.
+/* test_tokenizer: the byte-level (SmolLM2 and Qwen2.5-Coder GGUFs) and
+ * SentencePiece (Mistral tokenizer.json) tokenizers against independent
+ * references.
  *
  * tests/fixtures/tokenizer/cases.json (tools/reference/make_tokenizer_fixtures.py)
  * holds 320 strings (hex, so invalid UTF-8 is exact) with
  *  - smollm: ids from Hugging Face `tokenizers` built from the GGUF's vocab and
  *    merges with SmolLM2's tokenizer.json pre-tokenizer/decoder/specials, with
  *    and without special-token parsing, and its decode (with/without skip);
+ *    qwen_cases.json has the same for Qwen2.5-Coder-0.5B-Instruct's GGUF with
+ *    Qwen2's tokenizer.json pipeline (NFC, Qwen2 split regex, ByteLevel);
  *  - mistral: ids and decode from the `sentencepiece` package on Mistral-7B
  *    v0.1's tokenizer.model.v1 (checked through tokenizer.json and GGUF);
  *  - tiny: a small byte-level tokenizer.json trained by `tokenizers`.
@@ -76,60 +79,85 @@ static bool valid_utf8(const char *s, size_t len) {
   return true;
 }
 
-static void test_smollm_gguf(void **state) {
-  (void)state;
-  rg_gguf *g = rg_gguf_open(t_env("REFGEO_MODEL"));
+/* A byte-level GGUF tokenizer, its fixture, and what its GGUF metadata
+ * says (tokenizer.ggml.*_token_id, add_bos_token, the token list). */
+typedef struct {
+  const char *model_env, *fixture, *key;
+  int vocab;
+  int32_t bos, eos, pad, im_start, im_end;
+  bool nfc; /* Qwen2's normalizer: a decomposed string round-trips composed */
+} bytelevel_model;
+
+static void check_bytelevel_gguf(const bytelevel_model *bm) {
+  rg_gguf *g = rg_gguf_open(t_env(bm->model_env));
   assert_non_null(g);
   rg_tokenizer *t = rg_tokenizer_from_gguf(g);
   if (!t) fprintf(stderr, "%s\n", rg_error_get());
   assert_non_null(t);
   rg_gguf_close(g); /* the tokenizer keeps its own copies */
   assert_int_equal(rg_tokenizer_kind_of(t), RG_TOK_BPE_BYTE);
-  assert_int_equal(rg_tokenizer_vocab_size(t), 49152);
-  assert_int_equal(rg_tokenizer_bos(t), 1);
-  assert_int_equal(rg_tokenizer_eos(t), 2);
-  assert_int_equal(rg_tokenizer_pad(t), 2);
+  assert_int_equal(rg_tokenizer_vocab_size(t), bm->vocab);
+  assert_int_equal(rg_tokenizer_bos(t), bm->bos);
+  assert_int_equal(rg_tokenizer_eos(t), bm->eos);
+  assert_int_equal(rg_tokenizer_pad(t), bm->pad);
   assert_false(rg_tokenizer_adds_bos(t));
-  assert_string_equal(rg_token_text(t, 1), "<|im_start|>");
-  assert_int_equal(rg_token_lookup(t, "<|im_end|>"), 2);
-  assert_true(rg_token_is_special(t, 2));
+  assert_string_equal(rg_token_text(t, bm->im_start), "<|im_start|>");
+  assert_int_equal(rg_token_lookup(t, "<|im_end|>"), bm->im_end);
+  assert_true(rg_token_is_special(t, bm->im_end));
   assert_false(rg_token_is_special(t, 100));
 
-  cJSON *root = t_read_json_fixture("tokenizer/cases.json");
+  cJSON *root = t_read_json_fixture(bm->fixture);
   int n_cases = 0, bad_ids = 0, bad_plain = 0, bad_dec = 0, bad_skip = 0, bad_round = 0, reported = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
     const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
-    const cJSON *ref = cJSON_GetObjectItem(c, "smollm");
+    const cJSON *ref = cJSON_GetObjectItem(c, bm->key);
     size_t len;
     char *text = from_hex(hex, &len);
     int32_t *ids;
     int n;
     assert_int_equal(rg_tokenize(t, text, len, true, true, &ids, &n), 0);
-    bad_ids += !ids_match("smollm ids", hex, ids, n, cJSON_GetObjectItem(ref, "ids"), &reported);
+    bad_ids += !ids_match(bm->key, hex, ids, n, cJSON_GetObjectItem(ref, "ids"), &reported);
     char *dec = rg_detokenize(t, ids, n, false);
     char *skip = rg_detokenize(t, ids, n, true);
-    bad_dec += !str_match("smollm decode", hex, dec, cJSON_GetObjectItem(ref, "decoded")->valuestring, &reported);
-    bad_skip += !str_match("smollm decode(skip)", hex, skip, cJSON_GetObjectItem(ref, "decoded_skip")->valuestring,
-                           &reported);
-    /* a C string cannot carry a NUL byte back, so "nul\0byte" is left out */
-    if (valid_utf8(text, len) && !memchr(text, 0, len)) bad_round += !(dec && strlen(dec) == len && memcmp(dec, text, len) == 0);
+    const char *want_dec = cJSON_GetObjectItem(ref, "decoded")->valuestring;
+    bad_dec += !str_match(bm->key, hex, dec, want_dec, &reported);
+    bad_skip += !str_match(bm->key, hex, skip, cJSON_GetObjectItem(ref, "decoded_skip")->valuestring, &reported);
+    /* a C string cannot carry a NUL byte back, so "nul\0byte" is left out;
+     * under NFC a decomposed text comes back composed, as the reference's
+     * decode says */
+    if (valid_utf8(text, len) && !memchr(text, 0, len) && (!bm->nfc || strcmp(want_dec, text) == 0))
+      bad_round += !(dec && strlen(dec) == len && memcmp(dec, text, len) == 0);
     free(dec);
     free(skip);
     free(ids);
     assert_int_equal(rg_tokenize(t, text, len, false, true, &ids, &n), 0);
-    bad_plain += !ids_match("smollm ids(no special)", hex, ids, n, cJSON_GetObjectItem(ref, "ids_plain"), &reported);
+    bad_plain += !ids_match(bm->key, hex, ids, n, cJSON_GetObjectItem(ref, "ids_plain"), &reported);
     free(ids);
     free(text);
     n_cases++;
   }
-  fprintf(stderr, "smollm: %d cases; mismatches ids %d, ids(no special) %d, decode %d, decode(skip) %d, "
+  fprintf(stderr, "%s: %d cases; mismatches ids %d, ids(no special) %d, decode %d, decode(skip) %d, "
                   "round trip %d\n",
-          n_cases, bad_ids, bad_plain, bad_dec, bad_skip, bad_round);
+          bm->key, n_cases, bad_ids, bad_plain, bad_dec, bad_skip, bad_round);
   assert_true(n_cases >= 300);
   assert_int_equal(bad_ids + bad_plain + bad_dec + bad_skip + bad_round, 0);
   cJSON_Delete(root);
   rg_tokenizer_free(t);
+}
+
+static void test_smollm_gguf(void **state) {
+  (void)state;
+  static const bytelevel_model SMOLLM2 = {"REFGEO_MODEL", "tokenizer/cases.json", "smollm", 49152, 1, 2, 2, 1, 2,
+                                          false};
+  check_bytelevel_gguf(&SMOLLM2);
+}
+
+static void test_qwen_gguf(void **state) {
+  (void)state;
+  static const bytelevel_model QWEN = {"REFGEO_MODEL_QWEN", "tokenizer/qwen_cases.json", "qwen", 151936, 151643,
+                                       151645, 151643, 151644, 151645, true};
+  check_bytelevel_gguf(&QWEN);
 }
 
 /* Compares T on every case against cases[i][KEY].ids and .decoded; returns
@@ -503,6 +531,7 @@ static void test_speed_threads_bad_ids(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_smollm_gguf),
+      cmocka_unit_test(test_qwen_gguf),
       cmocka_unit_test(test_mistral_json),
       cmocka_unit_test(test_mistral_gguf),
       cmocka_unit_test(test_tiny_bytelevel_json),

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "model/tokenizer_internal.h"
 #include "util/error.h"
 
@@ -276,8 +278,26 @@ static int32_t match_added(const rg_tokenizer *t, const char *s, size_t n, bool 
 static int encode_run(const rg_tokenizer *t, const char *s, size_t len, bool at_start, rg_idbuf *out) {
   if (len == 0) return 0;
   int rc = -1;
-  char *norm = NULL;
+  char *norm = NULL, *nfc = NULL;
   rg_pieces pieces = {0};
+  if (t->nfc) {
+    /* An ASCII run is its own NFC. utf8proc implements the same Unicode
+     * algorithm as HF tokenizers' NFC normalizer; S is valid UTF-8 here
+     * (rg_tokenize repairs first), so a failure can only be memory. */
+    size_t k = 0;
+    while (k < len && (unsigned char)s[k] < 0x80) k++;
+    if (k < len) {
+      utf8proc_uint8_t *dst = NULL;
+      utf8proc_ssize_t n =
+          utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+      if (n < 0) {
+        rg_error_set("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(n));
+        goto done;
+      }
+      s = nfc = (char *)dst;
+      len = (size_t)n;
+    }
+  }
   if (t->kind == RG_TOK_BPE_SPM) {
     /* SentencePiece normalisation: optional "▁" prefix, spaces -> U+2581. */
     bool prefix = t->prefix == RG_PREFIX_EVERY_SEGMENT || (t->prefix == RG_PREFIX_FIRST && at_start);
@@ -323,6 +343,7 @@ static int encode_run(const rg_tokenizer *t, const char *s, size_t len, bool at_
 done:
   rg_pieces_free(&pieces);
   free(norm);
+  free(nfc);
   return rc;
 }
 

@@ -64,7 +64,7 @@
 typedef struct {
   const char *names[10];
   const char *regex[6]; /* applied in order, each splitting every piece */
-  bool ignore_merges, add_bos;
+  bool ignore_merges, add_bos, nfc;
 } pre_type;
 
 static const pre_type PRE_TYPES[] = {
@@ -80,7 +80,10 @@ static const pre_type PRE_TYPES[] = {
     /* The Llama-3 regex without llama3's flags. */
     {.names = {"dbrx", "smaug-bpe", "chatglm-bpe"}, .regex = {RE_LLAMA3}},
     {.names = {"glm4", "glm5"}, .regex = {RE_LLAMA3}, .ignore_merges = true},
-    {.names = {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan", "solar-open", "kormo", "f2llmv2"}, .regex = {RE_QWEN2}},
+    /* Qwen2's tokenizer.json normalizes to NFC before splitting (transformers
+     * models/qwen2/tokenization_qwen2.py); llama.cpp does not. */
+    {.names = {"qwen2"}, .regex = {RE_QWEN2}, .nfc = true},
+    {.names = {"deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan", "solar-open", "kormo", "f2llmv2"}, .regex = {RE_QWEN2}},
     {.names = {"qwen35"},
      .regex = {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
                       "\\s+(?!\\S)|\\s+"}},
@@ -141,6 +144,7 @@ static int apply_pre_type(rg_tokenizer *t, const pre_type *p) {
   for (int r = 0; r < 6 && p->regex[r]; r++)
     if (rg_tok_add_regex(t, p->regex[r], strlen(p->regex[r]), false, RG_SPLIT_ISOLATED, false)) return -1;
   t->ignore_merges = p->ignore_merges;
+  t->nfc = p->nfc;
   return 0;
 }
 

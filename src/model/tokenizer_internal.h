@@ -97,6 +97,10 @@ struct rg_tokenizer {
   int32_t unk;
   int32_t byte_token[256]; /* id of <0xXX>, -1 if absent */
 
+  /* Normalizer NFC (Qwen2's tokenizer.json; llama.cpp skips it): each run of
+   * text between added tokens is put in Unicode NFC before pre-tokenizing. */
+  bool nfc;
+
   /* SentencePiece options. */
   rg_prefix_mode prefix;
   bool prefix_unless_space; /* Metaspace: no prefix if the run already starts with one */

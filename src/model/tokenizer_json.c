@@ -3,7 +3,7 @@
  * Supported (anything else is refused with an error naming the file):
  *   model          BPE: vocab, merges ("a b" strings or [a, b] pairs),
  *                  byte_fallback, fuse_unk, unk_token, ignore_merges
- *   normalizer     null, Sequence, Prepend("▁"), Replace(" " -> "▁")
+ *   normalizer     null, Sequence, Prepend("▁"), Replace(" " -> "▁"), NFC
  *   pre_tokenizer  null, Sequence, Split(Regex|String; Isolated, Removed,
  *                  MergedWithPrevious, MergedWithNext, Contiguous; invert),
  *                  ByteLevel(add_prefix_space, use_regex), Digits(individual_digits),
@@ -73,6 +73,10 @@ static int parse_normalizer(rg_tokenizer *t, build_state *st, const cJSON *n) {
         strcmp(content->valuestring, SPM_SPACE) != 0)
       return rg_error_set("%s: unsupported Replace normalizer (only \" \" -> \"▁\")", st->path);
     st->spm = true;
+    return 0;
+  }
+  if (strcmp(ty, "NFC") == 0) { /* Qwen2 */
+    t->nfc = true;
     return 0;
   }
   return rg_error_set("%s: unsupported normalizer '%s'", st->path, ty);

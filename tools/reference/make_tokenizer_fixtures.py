@@ -4,6 +4,8 @@ Dev-only (never run by CI). Regenerate with:
 
     /root/.cache/refgeo-pyenv/bin/python tools/reference/make_tokenizer_fixtures.py \
         /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/tokenizer
+    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_tokenizer_fixtures.py --model qwen2 \
+        /root/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/tokenizer
 
 Outputs:
   cases.json          the test strings (as hex, so invalid UTF-8 is exact) with
@@ -37,7 +39,20 @@ Outputs:
   report.txt          how often the other references disagree: transformers'
                       GGUF loader vs the tokenizers reference (SmolLM2), and the
                       converted fast tokenizer vs sentencepiece (Mistral).
+
+With --model qwen2 (Qwen2.5-Coder-0.5B-Instruct's GGUF) it writes only
+  qwen_cases.json     the same 320 strings with "qwen": ids etc. as for smollm,
+                      from a `tokenizers.Tokenizer` built from the GGUF's vocab
+                      + merges and Qwen2's real tokenizer.json pipeline (that of
+                      transformers' Qwen2Tokenizer): NFC normalizer, Split on
+                      Qwen2's regex (isolated) + ByteLevel(use_regex=false),
+                      ByteLevel decoder; control tokens (type 3) as special
+                      added tokens and user-defined ones (type 4: <tool_call>,
+                      the FIM tokens) as non-special added tokens, as
+                      Qwen2.5's tokenizer.json has them.
+  qwen_report.txt     transformers' GGUF loader vs that reference.
 """
+import argparse
 import json
 import os
 import random
@@ -62,20 +77,81 @@ def gguf_ints(reader, key):
     return [int(f.parts[i][0]) for i in f.data]
 
 
-def smollm_reference(gguf_path):
+def gguf_bpe(gguf_path):
+    """A byte-level BPE Tokenizer of the GGUF's vocab and merges, with the
+    ByteLevel decoder; returns it and the token types."""
     r = gguf.GGUFReader(gguf_path)
     tokens = gguf_strings(r, "tokenizer.ggml.tokens")
     merges = [tuple(m.split(" ", 1)) for m in gguf_strings(r, "tokenizer.ggml.merges")]
     types = gguf_ints(r, "tokenizer.ggml.token_type")
     vocab = {t: i for i, t in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab, merges))
+    tok.decoder = decoders.ByteLevel()
+    return tok, tokens, types
+
+
+def smollm_reference(gguf_path):
+    tok, tokens, types = gguf_bpe(gguf_path)
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True),
          pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
-    tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t, ty in zip(tokens, types) if ty == 3])
     return tok
+
+
+# transformers models/qwen2/tokenization_qwen2.py PRETOKENIZE_REGEX (Qwen2's tokenizer.json)
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def qwen2_reference(gguf_path):
+    tok, tokens, types = gguf_bpe(gguf_path)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types) if ty == 3])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == 4])
+    return tok
+
+
+def bytelevel_case(ref, text):
+    """ref's ids for TEXT with special tokens parsed and as plain text
+    (split_special_tokens), and its decodes with and without specials."""
+    ids = ref.encode(text, add_special_tokens=False).ids
+    ref.encode_special_tokens = True
+    ids_plain = ref.encode(text, add_special_tokens=False).ids
+    ref.encode_special_tokens = False
+    return {"ids": ids, "ids_plain": ids_plain, "decoded": ref.decode(ids, skip_special_tokens=False),
+            "decoded_skip": ref.decode(ids, skip_special_tokens=True)}
+
+
+def transformers_gguf(gguf_path):
+    return transformers.AutoTokenizer.from_pretrained(os.path.dirname(gguf_path),
+                                                      gguf_file=os.path.basename(gguf_path))
+
+
+def qwen2_main(gguf_path, out_dir):
+    ref = qwen2_reference(gguf_path)
+    hf_gguf = transformers_gguf(gguf_path)
+    cases, report = [], []
+    for raw in test_strings():
+        text = raw.decode("utf-8", errors="replace")
+        case = {"hex": raw.hex(), "qwen": bytelevel_case(ref, text)}
+        cases.append(case)
+        hf_ids = hf_gguf.encode(text, add_special_tokens=False)
+        if hf_ids != case["qwen"]["ids"]:
+            report.append(f"qwen transformers-gguf differs on {text!r}: {hf_ids} vs {case['qwen']['ids']}")
+    with open(os.path.join(out_dir, "qwen_cases.json"), "w") as f:
+        json.dump({"qwen_reference": "tokenizers " + __import__("tokenizers").__version__, "cases": cases}, f,
+                  ensure_ascii=True, separators=(",", ":"))
+    summary = (f"{len(cases)} strings; transformers {transformers.__version__} GGUF tokenizer differs from the "
+               f"tokenizers reference (Qwen2 pipeline) on {len(report)}")
+    with open(os.path.join(out_dir, "qwen_report.txt"), "w") as f:
+        f.write(summary + "\n" + "\n".join(report) + "\n")
+    print(summary)
 
 
 def test_strings():
@@ -177,11 +253,18 @@ def train_tiny(strings):
 
 
 def main():
-    gguf_path, out_dir = sys.argv[1], sys.argv[2]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["smollm2", "qwen2"], default="smollm2")
+    ap.add_argument("gguf")
+    ap.add_argument("out_dir")
+    args = ap.parse_args()
+    gguf_path, out_dir = args.gguf, args.out_dir
     os.makedirs(out_dir, exist_ok=True)
+    if args.model == "qwen2":
+        qwen2_main(gguf_path, out_dir)
+        return
     ref = smollm_reference(gguf_path)
-    hf_gguf = transformers.AutoTokenizer.from_pretrained(os.path.dirname(gguf_path),
-                                                         gguf_file=os.path.basename(gguf_path))
+    hf_gguf = transformers_gguf(gguf_path)
     sp, fast = mistral_converted()
     # Compact form (no indentation, merges as "left right" strings, which
     # tokenizers also reads) keeps the fixture under 2 MiB.
@@ -208,16 +291,12 @@ def main():
     n_hf_diff = n_fast_diff = 0
     for raw in strings:
         text = raw.decode("utf-8", errors="replace")
-        ids = ref.encode(text, add_special_tokens=False).ids
-        # split_special_tokens: the same text with special tokens as plain text
-        ref.encode_special_tokens = True
-        ids_plain = ref.encode(text, add_special_tokens=False).ids
-        ref.encode_special_tokens = False
+        smollm = bytelevel_case(ref, text)
+        ids = smollm["ids"]
         sp_ids = sp.encode(text)
         case = {
             "hex": raw.hex(),
-            "smollm": {"ids": ids, "ids_plain": ids_plain, "decoded": ref.decode(ids, skip_special_tokens=False),
-                       "decoded_skip": ref.decode(ids, skip_special_tokens=True)},
+            "smollm": smollm,
             "mistral": {"ids": sp_ids, "decoded": sp.decode(sp_ids)},
             "tiny": {"ids": tiny.encode(text).ids, "decoded": tiny.decode(tiny.encode(text).ids,
                                                                           skip_special_tokens=True)},
