@@ -107,6 +107,14 @@ def tokenizer_seeds():
     out("tokenizer", "bytelevel_tiny", frame([("tokenizer.json", read(os.path.join(FIX, "tokenizer",
                                                                                    "tiny_bytelevel_tokenizer.json"))),
                                               ("text", texts[1] + " 12345 caf\u00e9 \U0001F600")]))
+    out("tokenizer", "minimal_bytelevel", frame([("tokenizer.json", json.dumps(MINIMAL_TOKENIZER)),
+                                                 ("text", "ab a<|endoftext|>c\n"), ("ids", ids)]))
+    spm = json.loads(spm_tokenizer("split"))
+    spm["model"]["vocab"] = {t: i for i, t in enumerate(["<unk>", "<s>", "</s>", "<0x0A>", "<0x41>", "<0x43>", "\u2581",
+                                                         "A", "B", "\u2581A", "AB"])}
+    spm["model"]["merges"] = ["\u2581 A", "A B"]
+    out("tokenizer", "minimal_spm", frame([("tokenizer.json", json.dumps(spm, ensure_ascii=False)),
+                                           ("text", "AB A  C\n"), ("ids", ids)]))
     for i, form in enumerate(("legacy", "first", "split")):
         out("tokenizer", "spm_mistral_" + form, frame([("tokenizer.json", spm_tokenizer(form)),
                                                        ("text", texts[2 + i % 2] + "  two  spaces\n<s>")]))
@@ -252,6 +260,53 @@ def model_seeds(refgeo):
                                            ("chat_template.jinja", json.loads(tok_config)["chat_template"])]))
 
 
+MINIMAL_TOKENIZER = {
+    "version": "1.0", "truncation": None, "padding": None,
+    "added_tokens": [{"id": 0, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False,
+                      "normalized": False, "special": True}],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+    "post_processor": None,
+    "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+    "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+              "vocab": {"<|endoftext|>": 0, "a": 1, "b": 2, "ab": 3, "\u0120": 4, "\u0120a": 5, "c": 6, "\u010a": 7},
+              "merges": [["a", "b"], ["\u0120", "a"]]},
+}
+
+
+def safetensors_bytes(tensors):
+    """A safetensors file (huggingface/safetensors README layout) of float32
+    TENSORS {name: numpy array}, header padded to 8 bytes as the library does."""
+    header, data = {}, b""
+    for name, a in tensors.items():
+        b = a.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return len(h).to_bytes(8, "little") + h + data
+
+
+def minimal_hf_seed():
+    """The smallest HF directory the loader accepts (8 tokens, width 4, one
+    head, float32), so that most mutations land in config and headers.
+    (synth-model needs a vocabulary of at least 259 tokens.)"""
+    cfg = dict(TINY, model_type="llama", vocab_size=8, hidden_size=4, intermediate_size=4, num_attention_heads=1,
+               num_key_value_heads=1, head_dim=4, tie_word_embeddings=True)
+    shapes = {"model.embed_tokens.weight": (8, 4), "model.norm.weight": (4,)}
+    for suffix, shape in (("input_layernorm.weight", (4,)), ("self_attn.q_proj.weight", (4, 4)),
+                          ("self_attn.k_proj.weight", (4, 4)), ("self_attn.v_proj.weight", (4, 4)),
+                          ("self_attn.o_proj.weight", (4, 4)), ("post_attention_layernorm.weight", (4,)),
+                          ("mlp.gate_proj.weight", (4, 4)), ("mlp.up_proj.weight", (4, 4)),
+                          ("mlp.down_proj.weight", (4, 4))):
+        shapes["model.layers.0." + suffix] = shape
+    st = safetensors_bytes({n: np.full(s, 0.5) for n, s in shapes.items()})
+    out("hf_dir", "minimal_llama_f32", frame([("config.json", json.dumps(cfg)), ("model.safetensors", st),
+                                              ("tokenizer.json", json.dumps(MINIMAL_TOKENIZER))]))
+    out("safetensors", "minimal_f32.st", st)
+
+
 def gguf_bytelevel(path):
     """A tiny arch-llama GGUF with the hf_tiny byte-level tokenizer (gpt2,
     pre smollm, as SmolLM2's GGUF), f16 embedding, tied head."""
@@ -324,6 +379,31 @@ def gguf_spm(path):
     write(w)
 
 
+def gguf_minimal(path):
+    """The smallest model the loader accepts (8 tokens, width 4, one head), so
+    that most mutations land in the metadata and tensor infos."""
+    tokens = ["<|endoftext|>", "a", "b", "ab", "\u0120", "\u0120a", "c", "\u010a"]
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_context_length(16)
+    w.add_embedding_length(4)
+    w.add_feed_forward_length(4)
+    w.add_head_count(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([3] + [1] * 7)
+    w.add_token_merges(["a b", "\u0120 a"])
+    w.add_eos_token_id(0)
+    for name, shape in {"token_embd.weight": (8, 4), "output_norm.weight": (4,), "blk.0.attn_norm.weight": (4,),
+                        "blk.0.attn_q.weight": (4, 4), "blk.0.attn_k.weight": (4, 4), "blk.0.attn_v.weight": (4, 4),
+                        "blk.0.attn_output.weight": (4, 4), "blk.0.ffn_norm.weight": (4,),
+                        "blk.0.ffn_gate.weight": (4, 4), "blk.0.ffn_up.weight": (4, 4),
+                        "blk.0.ffn_down.weight": (4, 4)}.items():
+        w.add_tensor(name, np.full(shape, 0.5, dtype=np.float32))
+    write(w)
+
+
 def write(w):
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -333,7 +413,8 @@ def write(w):
 
 def gguf_seeds():
     with tempfile.TemporaryDirectory() as tmp:
-        for name, fn in (("tiny_llama_gpt2", gguf_bytelevel), ("tiny_qwen2_spm", gguf_spm)):
+        for name, fn in (("tiny_llama_gpt2", gguf_bytelevel), ("tiny_qwen2_spm", gguf_spm),
+                         ("minimal_llama", gguf_minimal)):
             p = os.path.join(tmp, name + ".gguf")
             fn(p)
             out("gguf", name + ".gguf.seed", read(p, "rb"))
@@ -360,6 +441,7 @@ def main():
     prompt_seeds()
     checkpoint_seeds()
     model_seeds(refgeo)
+    minimal_hf_seed()
     gguf_seeds()
     acts_h5_seeds()
 
