@@ -6,6 +6,10 @@
  * without a system message and a generation prompt, plus conversations the
  * templates reject. Renderings must match byte for byte (no tolerance: a
  * prompt that differs by one byte tokenizes differently).
+ * chat_template/qwen_cases.json holds the same conversations rendered from
+ * Qwen2.5-Coder-0.5B-Instruct's GGUF template (ChatML with Qwen's default
+ * system turn and a tools branch that these conversations do not take).
+ * Every test runs on both files.
  */
 #include "testlib.h"
 
@@ -18,6 +22,22 @@
 #include "model/gguf.h"
 #include "util/error.h"
 #include "util/fileio.h"
+
+/* The fixture files, the template of each file's test model (GGUF) and how
+ * many cases and one-turn generation cases each file has. */
+typedef struct {
+  const char *file, *model_env, *gguf_source;
+  int n_cases, n_one_turn;
+  const char *default_system; /* the system turn the GGUF template inserts */
+} fixture_file;
+
+static const fixture_file FILES[] = {
+    {"chat_template/cases.json", "REFGEO_MODEL", "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF)", 140, 7,
+     "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
+    {"chat_template/qwen_cases.json", "REFGEO_MODEL_QWEN", "Qwen/Qwen2.5-Coder-0.5B-Instruct (GGUF)", 20, 1,
+     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
+};
+#define N_FILES (sizeof FILES / sizeof FILES[0])
 
 static const char *str_field(const cJSON *obj, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -55,8 +75,8 @@ static rg_chat_message *messages_of(const cJSON *c, int *n) {
 
 /* Every fixture case: byte-identical rendering, or an error where the
  * official template raises. */
-static void test_every_case_matches_transformers(void **state) {
-  cJSON *root = t_read_json_fixture("chat_template/cases.json");
+static void check_every_case(const fixture_file *ff) {
+  cJSON *root = t_read_json_fixture(ff->file);
   int n_cases = 0, n_errors = 0, n_bad = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
@@ -80,61 +100,72 @@ static void test_every_case_matches_transformers(void **state) {
     free(m);
     rg_chat_template_free(&t);
   }
-  fprintf(stderr, "%d cases (%d rejected by the template), %d mismatches\n", n_cases, n_errors, n_bad);
+  fprintf(stderr, "%s: %d cases (%d rejected by the template), %d mismatches\n", ff->file, n_cases, n_errors,
+          n_bad);
   assert_int_equal(n_bad, 0);
-  assert_true(n_cases >= 100); /* the fixture has 7 templates x 10 conversations x 2 */
+  /* cases.json: 7 templates x 10 conversations x 2; qwen_cases.json: 1 x 10 x 2 */
+  assert_int_equal(n_cases, ff->n_cases);
   cJSON_Delete(root);
 }
 
-/* The default system message hard-coded in SmolLM2's and Qwen2's templates;
- * the strings are the templates' own (see the fixture). */
+static void test_every_case_matches_transformers(void **state) {
+  for (size_t f = 0; f < N_FILES; f++) check_every_case(&FILES[f]);
+}
+
+/* The default system message hard-coded in SmolLM2's, Qwen2's and
+ * Qwen2.5-Coder's templates; the strings are the templates' own (see the
+ * fixtures). */
 static void test_detect_chatml_default_system(void **state) {
-  cJSON *root = t_read_json_fixture("chat_template/cases.json");
   static const struct {
-    const char *source, *system;
+    const char *file, *source, *system;
   } WANT[] = {
-      {"HuggingFaceTB/SmolLM2-135M-Instruct (GGUF)", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
-      {"Qwen/Qwen2-0.5B-Instruct", "You are a helpful assistant."},
+      {"chat_template/cases.json", "Qwen/Qwen2-0.5B-Instruct", "You are a helpful assistant."},
+      {"chat_template/cases.json", FILES[0].gguf_source, FILES[0].default_system},
+      {"chat_template/qwen_cases.json", FILES[1].gguf_source, FILES[1].default_system},
   };
   for (size_t i = 0; i < sizeof WANT / sizeof WANT[0]; i++) {
+    cJSON *root = t_read_json_fixture(WANT[i].file);
     rg_chat_template t;
     detect_or_fail(template_for(root, WANT[i].source), &t);
     assert_non_null(t.default_system);
     assert_string_equal(t.default_system, WANT[i].system);
     assert_string_equal(t.bos_text, "");
     rg_chat_template_free(&t);
+    cJSON_Delete(root);
   }
   /* Plain ChatML by name has no default system turn. */
   rg_chat_template t;
   assert_int_equal(rg_chat_template_by_name("chatml", &t), 0);
   assert_null(t.default_system);
   rg_chat_template_free(&t);
-  cJSON_Delete(root);
 }
 
-/* The template stored in the test model itself. */
+/* The template stored in each test model itself. */
 static void test_detect_gguf_template(void **state) {
-  rg_gguf *g = rg_gguf_open(t_env("REFGEO_MODEL"));
-  if (!g) fail_msg("%s", rg_error_get());
-  char *jinja = rg_gguf_dup_str(g, "tokenizer.chat_template");
-  assert_non_null(jinja);
-  cJSON *root = t_read_json_fixture("chat_template/cases.json");
-  const cJSON *fixture = template_for(root, "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF)");
-  assert_string_equal(jinja, str_field(fixture, "template")); /* the fixture is this model's template */
-  rg_chat_template t;
-  assert_int_equal(rg_chat_template_detect(jinja, &t), 0);
-  assert_int_equal(t.kind, RG_CHAT_CHATML);
-  assert_non_null(t.default_system);
-  rg_chat_template_free(&t);
-  cJSON_Delete(root);
-  free(jinja);
-  rg_gguf_close(g);
+  for (size_t f = 0; f < N_FILES; f++) {
+    rg_gguf *g = rg_gguf_open(t_env(FILES[f].model_env));
+    if (!g) fail_msg("%s", rg_error_get());
+    char *jinja = rg_gguf_dup_str(g, "tokenizer.chat_template");
+    assert_non_null(jinja);
+    cJSON *root = t_read_json_fixture(FILES[f].file);
+    const cJSON *fixture = template_for(root, FILES[f].gguf_source);
+    assert_string_equal(jinja, str_field(fixture, "template")); /* the fixture is this model's template */
+    rg_chat_template t;
+    assert_int_equal(rg_chat_template_detect(jinja, &t), 0);
+    assert_int_equal(t.kind, RG_CHAT_CHATML);
+    assert_non_null(t.default_system);
+    assert_string_equal(t.default_system, FILES[f].default_system);
+    rg_chat_template_free(&t);
+    cJSON_Delete(root);
+    free(jinja);
+    rg_gguf_close(g);
+  }
 }
 
 /* post_instruction is what follows the instruction in the reference
  * rendering of a one-turn prompt with a generation prompt. */
-static void test_post_instruction_matches_reference(void **state) {
-  cJSON *root = t_read_json_fixture("chat_template/cases.json");
+static void check_post_instruction(const fixture_file *ff) {
+  cJSON *root = t_read_json_fixture(ff->file);
   int checked = 0;
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
@@ -155,14 +186,18 @@ static void test_post_instruction_matches_reference(void **state) {
     rg_chat_template_free(&t);
     checked++;
   }
-  assert_int_equal(checked, 7);
+  assert_int_equal(checked, ff->n_one_turn);
   cJSON_Delete(root);
+}
+
+static void test_post_instruction_matches_reference(void **state) {
+  for (size_t f = 0; f < N_FILES; f++) check_post_instruction(&FILES[f]);
 }
 
 /* Every family is reachable by name and renders as its detected template
  * (chatml by name lacks the default system turn, so compare with one). */
-static void test_by_name_matches_detect(void **state) {
-  cJSON *root = t_read_json_fixture("chat_template/cases.json");
+static void check_by_name(const fixture_file *ff) {
+  cJSON *root = t_read_json_fixture(ff->file);
   const cJSON *tmpl;
   rg_chat_message conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
   cJSON_ArrayForEach(tmpl, cJSON_GetObjectItemCaseSensitive(root, "templates")) {
@@ -184,6 +219,10 @@ static void test_by_name_matches_detect(void **state) {
     rg_chat_template_free(&by_name);
   }
   cJSON_Delete(root);
+}
+
+static void test_by_name_matches_detect(void **state) {
+  for (size_t f = 0; f < N_FILES; f++) check_by_name(&FILES[f]);
 }
 
 static void test_errors(void **state) {

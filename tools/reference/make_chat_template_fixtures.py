@@ -4,6 +4,9 @@ Dev-only (never run by CI). Regenerate with:
 
     /root/.cache/refgeo-pyenv/bin/python tools/reference/make_chat_template_fixtures.py \
         /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/chat_template/cases.json
+    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_chat_template_fixtures.py \
+        /root/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/chat_template/qwen_cases.json \
+        --source Qwen/Qwen2.5-Coder-0.5B-Instruct --only-gguf
 
 Every rendering comes from transformers' own Jinja machinery
 (transformers.utils.chat_template_utils.render_jinja_template: the same
@@ -12,18 +15,20 @@ raise_exception that apply_chat_template uses). The SmolLM2 template is read
 from the GGUF's tokenizer.chat_template and rendered through a tokenizer loaded
 from that GGUF (AutoTokenizer.from_pretrained(..., gguf_file=...)), i.e. exactly
 tokenizer.apply_chat_template(tokenize=False). The other families' official
-templates are given below as strings with the place each was taken from.
+templates are given below as strings with the place each was taken from;
+--only-gguf leaves them out (the second model's file holds its own template
+only). --source names the model the GGUF template came from.
 
 Output JSON: {"templates": [{family, template_source, source, template,
 bos_token, eos_token}], "cases": [{family, template_source, messages,
 add_generation_prompt, expected, error}]}; expected is null (and error holds
 the template's exception text) where the official template raises.
 """
+import argparse
 import itertools
 import json
 import os
 import shutil
-import sys
 import tempfile
 
 import gguf
@@ -131,7 +136,7 @@ def render(template, msgs, gen, bos, eos):
         return None, str(e)
 
 
-def smollm2_tokenizer(gguf_path):
+def gguf_tokenizer(gguf_path):
     # AutoTokenizer wants a directory and a file name inside it.
     d = tempfile.mkdtemp()
     os.symlink(os.path.abspath(gguf_path), os.path.join(d, "model.gguf"))
@@ -141,18 +146,19 @@ def smollm2_tokenizer(gguf_path):
         shutil.rmtree(d)
 
 
-def main(gguf_path, out_path):
+def main(gguf_path, out_path, model_source, only_gguf):
     reader = gguf.GGUFReader(gguf_path)
     field = reader.fields["tokenizer.chat_template"]
-    smol_template = bytes(field.parts[field.data[0]]).decode("utf-8")
-    tok = smollm2_tokenizer(gguf_path)
-    assert tok.chat_template == smol_template
+    gguf_template = bytes(field.parts[field.data[0]]).decode("utf-8")
+    tok = gguf_tokenizer(gguf_path)
+    assert tok.chat_template == gguf_template
 
-    templates = [{"family": "chatml", "template_source": "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF)",
+    templates = [{"family": "chatml", "template_source": model_source + " (GGUF)",
                   "source": "tokenizer.chat_template of " + os.path.basename(gguf_path),
-                  "template": smol_template, "bos_token": "", "eos_token": tok.eos_token}]
-    templates += [{"family": f, "template_source": ts, "source": s, "template": t, "bos_token": b, "eos_token": e}
-                  for f, ts, s, t, b, e in OFFICIAL]
+                  "template": gguf_template, "bos_token": "", "eos_token": tok.eos_token}]
+    if not only_gguf:
+        templates += [{"family": f, "template_source": ts, "source": s, "template": t, "bos_token": b,
+                       "eos_token": e} for f, ts, s, t, b, e in OFFICIAL]
 
     cases = []
     for t in templates:
@@ -178,4 +184,11 @@ def main(gguf_path, out_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gguf")
+    ap.add_argument("out")
+    ap.add_argument("--source", default="HuggingFaceTB/SmolLM2-135M-Instruct",
+                    help="the model the GGUF's template came from (names it in the fixture)")
+    ap.add_argument("--only-gguf", action="store_true", help="leave out the other families' official templates")
+    args = ap.parse_args()
+    main(args.gguf, args.out, args.source, args.only_gguf)
