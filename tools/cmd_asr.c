@@ -1,5 +1,6 @@
 /* cmd_asr: `refgeo asr (--model PATH | --run-dir DIR [--base PATH] |
- * --manifest CSV [--base PATH]) --behaviors CSV --out DIR
+ * --manifest CSV [--base PATH]) (--behaviors CSV | --prompts CSV
+ * [--prompt-column prompt] [--group-column COL ...]) --out DIR
  * [--attack DirectRequest | --test-cases FILE.json [--attack-name NAME]]
  * [--functional-category standard|contextual|all] [--max-new-tokens 512]
  * [--batch 8] [--classifier NAME ...] [--judge MODEL]
@@ -13,12 +14,18 @@
  * completions are re-read (and must hold exactly this run's test cases), so
  * a rerun resumes and a run with another --classifier adds rows.
  *
- * Classifiers (repeatable; default refusal-harmbench):
- *   refusal-harmbench  HarmBench check_refusal_utils REFUSAL_PREFIXES,
- *                      case-insensitive (RG_REFUSAL_HB_ATTACK)
- *   refusal-advbench   HarmBench eval_utils advbench prefixes, case-sensitive
- *   refusal-rd         refusal_direction's substring judge
- *   judge              the HarmBench classifier prompt on --judge MODEL
+ * --prompts takes any CSV with a prompt column instead of a behaviors file
+ * (harmbench/prompt_csv.h): each row is a DirectRequest test case, and
+ * DIR/refusal_rates.csv (refusal rate with Wilson 95% interval, overall and
+ * per value of each --group-column) replaces asr_by_category.csv. XSTest's
+ * over-refusal report:
+ *   refgeo asr --model M --prompts data/xstest/xstest_prompts.csv
+ *     --group-column label --classifier refusal-xstest --max-new-tokens 32 --out DIR
+ * (the rule reads only the start of a completion, so 32 tokens decide it).
+ *
+ * Classifiers (repeatable; default refusal-harmbench): the table of
+ * harmbench/classifiers.h (refusal-harmbench, refusal-advbench, refusal-rd,
+ * refusal-xstest, judge with --judge MODEL).
  * Data files default to harmbench/ in refgeo's data folder (cli_data.h:
  * $REFGEO_DATA, else data/ beside the executable or its folder).
  * DIR/asr_run.json records the run (attack, behaviors, how many copyright
@@ -34,28 +41,21 @@
 #include "cli_prompt.h"
 #include "commands.h"
 #include "harmbench/asr_run.h"
+#include "harmbench/classifiers.h"
+#include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
-typedef enum { CLS_REFUSAL, CLS_JUDGE } cls_kind;
-
+/* A --classifier of this run: its entry in harmbench/classifiers.h and, for
+ * the string rules, the loaded list. */
 typedef struct {
-  const char *name;
-  cls_kind kind;
-  rg_refusal_rule rule;
-  rg_refusal_list *list; /* CLS_REFUSAL, loaded */
+  const rg_classifier_info *info;
+  rg_refusal_list *list;
 } classifier;
-
-static const classifier KNOWN[] = {
-    {"refusal-harmbench", CLS_REFUSAL, RG_REFUSAL_HB_ATTACK, NULL},
-    {"refusal-advbench", CLS_REFUSAL, RG_REFUSAL_HB_ADVBENCH, NULL},
-    {"refusal-rd", CLS_REFUSAL, RG_REFUSAL_RD, NULL},
-    {"judge", CLS_JUDGE, 0, NULL},
-};
-enum { N_KNOWN = (int)(sizeof KNOWN / sizeof KNOWN[0]) };
 
 typedef struct {
   const rg_behaviors *behaviors;
+  const rg_prompt_csv *prompt_csv; /* --prompts: refusal rates per group instead of per category */
   const rg_completions *cases;
   const char *attack, *out_dir, *chat_template;
   rg_asr_gen_opts gen;
@@ -71,24 +71,17 @@ static int load_classifiers(const cli_list *names, const char *substrings, class
   static const char *const DEFAULT[] = {"refusal-harmbench"};
   const cli_list def = {(const char **)DEFAULT, 1};
   if (names->n == 0) names = &def;
-  if (names->n > N_KNOWN) return rg_error_set("--classifier: given more than %d times", N_KNOWN);
+  if (names->n > rg_classifier_count())
+    return rg_error_set("--classifier: given more than %d times", rg_classifier_count());
   *n_out = 0;
   for (int i = 0; i < names->n; i++) {
-    int k = 0;
-    while (k < N_KNOWN && strcmp(KNOWN[k].name, names->items[i]) != 0) k++;
-    if (k == N_KNOWN)
-      return rg_error_set("--classifier: unknown classifier '%s' (refusal-harmbench, refusal-advbench, "
-                          "refusal-rd, judge)", names->items[i]);
+    const rg_classifier_info *info = rg_classifier_find(names->items[i]);
+    if (!info) return -1;
     for (int j = 0; j < *n_out; j++)
-      if (strcmp(out[j].name, KNOWN[k].name) == 0)
-        return rg_error_set("--classifier: '%s' given twice", KNOWN[k].name);
-    out[*n_out] = KNOWN[k];
-    if (out[*n_out].kind == CLS_REFUSAL) {
-      if (out[*n_out].rule != RG_REFUSAL_RD && !rg_path_exists(substrings))
-        return rg_error_set("--refusal-substrings: %s does not exist (give the path of HarmBench's "
-                            "refusal_substrings.json)", substrings);
-      if (!(out[*n_out].list = rg_refusal_list_load(out[*n_out].rule, substrings))) return -1;
-    }
+      if (out[j].info == info) return rg_error_set("--classifier: '%s' given twice", info->name);
+    out[*n_out] = (classifier){info, NULL};
+    if (info->kind == RG_CLASSIFIER_REFUSAL && !(out[*n_out].list = rg_classifier_load_list(info, substrings)))
+      return -1;
     (*n_out)++;
   }
   return 0;
@@ -137,6 +130,21 @@ static int generate_step(const asr_job *j, const char *model_path, rg_completion
   return rc;
 }
 
+/* The refusal_rates.csv rows just written for S, one line each. */
+static void print_refusal_rates(const char *dir, const rg_asr_scored *s) {
+  char *path = rg_path_join(dir, "refusal_rates.csv");
+  rg_csv *t = path ? rg_csv_read(path) : NULL;
+  for (size_t r = 0; t && r < t->n_rows; r++) {
+    char **row = t->rows[r], step[32];
+    snprintf(step, sizeof step, "%ld", s->step);
+    if (strcmp(row[0], step) != 0 || strcmp(row[1], s->attack) != 0 || strcmp(row[2], s->classifier) != 0) continue;
+    printf("  %s=%s: %s/%s refused (rate %.4f, Wilson 95%% %.4f-%.4f)\n", row[3], row[4], row[6], row[5],
+           atof(row[7]), atof(row[8]), atof(row[9]));
+  }
+  rg_csv_free(t);
+  free(path);
+}
+
 /* Completions (generated or resumed) and every classifier's rows for one step. */
 static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
   char name[64];
@@ -155,24 +163,27 @@ static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
     if (rc == 0) rc = rg_completions_write(path, &c);
   }
   int *labels = rc == 0 ? calloc((size_t)j->n_cls * c.n + 1, sizeof *labels) : NULL;
-  rg_asr_scored scored[N_KNOWN];
+  rg_asr_scored scored[j->n_cls];
   if (rc == 0 && !labels) rc = rg_error_set("%s: out of memory", path);
   for (int k = 0; k < j->n_cls && rc == 0; k++) {
     int *lab = labels + (size_t)k * c.n;
-    if (j->cls[k].kind == CLS_REFUSAL) rg_asr_label_refusal(j->cls[k].list, &c, lab);
+    if (j->cls[k].info->kind == RG_CLASSIFIER_REFUSAL) rg_asr_label_refusal(j->cls[k].list, &c, lab);
     else rc = rg_asr_label_judge(j->judge, j->judge_prompts, j->behaviors, &c, &j->gen, lab);
-    scored[k] = (rg_asr_scored){ck->step, j->attack, j->cls[k].name, &c, lab};
+    scored[k] = (rg_asr_scored){ck->step, j->attack, j->cls[k].info->name, &c, lab};
   }
-  if (rc == 0) rc = rg_asr_write_tables(j->out_dir, j->behaviors, scored, j->n_cls);
+  if (rc == 0)
+    rc = j->prompt_csv ? rg_asr_write_prompt_tables(j->out_dir, j->prompt_csv, scored, j->n_cls)
+                       : rg_asr_write_tables(j->out_dir, j->behaviors, scored, j->n_cls);
   for (int k = 0; k < j->n_cls && rc == 0; k++) {
     long succ = 0;
     for (size_t i = 0; i < c.n; i++) succ += scored[k].success[i] != 0;
     if (!j->json)
-      printf("step %ld %s %s: %ld/%zu successes (ASR %.4f)%s\n", ck->step, j->attack, j->cls[k].name, succ, c.n,
-             (double)succ / (double)c.n, resumed ? " [completions resumed]" : "");
+      printf("step %ld %s %s: %ld/%zu successes (ASR %.4f)%s\n", ck->step, j->attack, j->cls[k].info->name, succ,
+             c.n, (double)succ / (double)c.n, resumed ? " [completions resumed]" : "");
+    if (!j->json && j->prompt_csv) print_refusal_rates(j->out_dir, &scored[k]);
     cJSON *row = cJSON_CreateObject();
     cJSON_AddNumberToObject(row, "step", (double)ck->step);
-    cJSON_AddStringToObject(row, "classifier", j->cls[k].name);
+    cJSON_AddStringToObject(row, "classifier", j->cls[k].info->name);
     cJSON_AddNumberToObject(row, "n", (double)c.n);
     cJSON_AddNumberToObject(row, "successes", (double)succ);
     cJSON_AddBoolToObject(row, "completions_resumed", resumed);
@@ -202,16 +213,20 @@ int cmd_asr(int argc, char **argv) {
   const char *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *behaviors_path = NULL,
              *out_dir = NULL, *attack = NULL, *test_cases_path = NULL, *attack_name = "FixedSource",
              *category_name = "all", *judge_path = NULL, *chat_template = NULL,
-             *prompts_path = default_prompts, *substrings = default_substrings;
+             *prompts_path = default_prompts, *substrings = default_substrings, *prompt_csv_path = NULL,
+             *prompt_column = "prompt";
   int max_new = 512, batch = 8, limit = 0, threads = 0;
   bool json = false;
-  cli_list cls_names = {0};
+  cli_list cls_names = {0}, group_columns = {0};
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "one model (GGUF or HF dir), scored as step 0"},
       {"run-dir", CLI_STRING, &run_dir, "fine-tuning run directory (checkpoint-<step>/)"},
       {"manifest", CLI_STRING, &manifest, "checkpoint manifest CSV (step,path)"},
       {"base", CLI_STRING, &base, "step-0 model for --run-dir / --manifest"},
       {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
+      {"prompts", CLI_STRING, &prompt_csv_path, "instead of --behaviors: any CSV of prompts (e.g. XSTest's)"},
+      {"prompt-column", CLI_STRING, &prompt_column, "the prompt column of --prompts (prompt)"},
+      {"group-column", CLI_MULTI, &group_columns, "a column of --prompts to report refusal rates by (repeatable)"},
       {"out", CLI_STRING, &out_dir, "output directory"},
       {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases)"},
       {"test-cases", CLI_STRING, &test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},
@@ -219,7 +234,8 @@ int cmd_asr(int argc, char **argv) {
       {"functional-category", CLI_STRING, &category_name, "standard, contextual or all non-copyright (all)"},
       {"max-new-tokens", CLI_INT, &max_new, "most tokens per completion (512)"},
       {"batch", CLI_INT, &batch, "prompts generated together (8)"},
-      {"classifier", CLI_MULTI, &cls_names, "refusal-harmbench (default), refusal-advbench, refusal-rd, judge"},
+      {"classifier", CLI_MULTI, &cls_names,
+       "refusal-harmbench (default), refusal-advbench, refusal-rd, refusal-xstest, judge"},
       {"judge", CLI_STRING, &judge_path, "judge model for --classifier judge"},
       {"classifier-prompts", CLI_STRING, &prompts_path, "HarmBench classifier_prompts.json (data/harmbench/)"},
       {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
@@ -231,17 +247,21 @@ int cmd_asr(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(--model PATH | --run-dir DIR | --manifest CSV) --behaviors CSV --out DIR [flags]", pos, 0,
-                     &n_pos);
+                     "(--model PATH | --run-dir DIR | --manifest CSV) (--behaviors CSV | --prompts CSV) --out DIR "
+                     "[flags]",
+                     pos, 0, &n_pos);
   if (rc != 0) {
     cli_list_free(&cls_names);
+    cli_list_free(&group_columns);
     free(default_prompts), free(default_substrings);
     return rc > 0 ? 0 : cli_fail();
   }
   rg_checkpoint_series *series = NULL;
-  rg_behaviors *behaviors = NULL;
+  rg_behaviors *behaviors_csv = NULL;
+  rg_prompt_csv *prompt_csv = NULL;
+  const rg_behaviors *behaviors = NULL; /* of --behaviors or --prompts */
   rg_completions fixed = {0}, cases = {0};
-  classifier cls[N_KNOWN] = {{0}};
+  classifier cls[rg_classifier_count()];
   int n_cls = 0, n_copyright = 0, status = 1;
   rg_model *judge = NULL;
   rg_classifier_prompts judge_prompts = {0};
@@ -249,7 +269,9 @@ int cmd_asr(int argc, char **argv) {
   rg_asr_category cat;
   bool has_judge = false;
 
-  if (!behaviors_path) rc = rg_error_set("--behaviors: missing (give a HarmBench behaviors CSV)");
+  if (!behaviors_path == !prompt_csv_path)
+    rc = rg_error_set("--behaviors / --prompts: give exactly one (a HarmBench behaviors CSV or a prompt CSV)");
+  else if (group_columns.n > 0 && !prompt_csv_path) rc = rg_error_set("--group-column: only with --prompts");
   else if (!out_dir) rc = rg_error_set("--out: missing (give an output directory)");
   else if (attack && test_cases_path) rc = rg_error_set("--attack: not with --test-cases (use --attack-name)");
   else if (attack && strcmp(attack, "DirectRequest") != 0)
@@ -259,17 +281,21 @@ int cmd_asr(int argc, char **argv) {
   else if (limit < 0) rc = rg_error_set("--limit: %d is negative", limit);
   if (rc < 0 || rg_asr_category_from_name(category_name, &cat) < 0) goto end;
   if (!(series = rg_checkpoints_from_flags("asr", model, run_dir, manifest, base))) goto end;
-  if (!(behaviors = rg_behaviors_read(behaviors_path))) goto end;
+  if (behaviors_path ? !(behaviors = behaviors_csv = rg_behaviors_read(behaviors_path))
+                     : !(prompt_csv = rg_prompt_csv_read(prompt_csv_path, prompt_column, group_columns.items,
+                                                         group_columns.n)))
+    goto end;
+  if (prompt_csv) behaviors = prompt_csv->behaviors;
   if (test_cases_path && rg_test_cases_read(test_cases_path, &fixed) < 0) goto end;
   if (rg_asr_select_cases(behaviors, test_cases_path ? &fixed : NULL, test_cases_path, cat, limit, &cases,
                           &n_copyright) < 0)
     goto end;
   if (cases.n == 0) {
-    rg_error_set("%s: no test cases for the selected behaviors", test_cases_path ? test_cases_path : behaviors_path);
+    rg_error_set("%s: no test cases for the selected behaviors", test_cases_path ? test_cases_path : behaviors->path);
     goto end;
   }
   if (load_classifiers(&cls_names, substrings, cls, &n_cls) < 0) goto end;
-  for (int k = 0; k < n_cls; k++) has_judge |= cls[k].kind == CLS_JUDGE;
+  for (int k = 0; k < n_cls; k++) has_judge |= cls[k].info->kind == RG_CLASSIFIER_JUDGE;
   if (has_judge != !!judge_path) {
     rg_error_set(has_judge ? "--judge: missing (--classifier judge needs a judge model)"
                            : "--judge: only with --classifier judge");
@@ -283,7 +309,8 @@ int cmd_asr(int argc, char **argv) {
   const char *attack_label = test_cases_path ? attack_name : "DirectRequest";
   summary = cJSON_CreateObject();
   cJSON_AddStringToObject(summary, "attack", attack_label);
-  cJSON_AddStringToObject(summary, "behaviors", behaviors_path);
+  cJSON_AddStringToObject(summary, behaviors_path ? "behaviors" : "prompts", behaviors->path);
+  if (prompt_csv) cJSON_AddStringToObject(summary, "prompt_column", prompt_column);
   if (test_cases_path) cJSON_AddStringToObject(summary, "test_cases", test_cases_path);
   cJSON_AddStringToObject(summary, "functional_category", category_name);
   cJSON_AddNumberToObject(summary, "n_test_cases", (double)cases.n);
@@ -296,7 +323,7 @@ int cmd_asr(int argc, char **argv) {
   if (!json)
     printf("%zu test cases (%s); %d copyright behaviors excluded from ASR\n", cases.n, attack_label, n_copyright);
 
-  asr_job job = {.behaviors = behaviors, .cases = &cases, .attack = attack_label, .out_dir = out_dir,
+  asr_job job = {.behaviors = behaviors, .prompt_csv = prompt_csv, .cases = &cases, .attack = attack_label, .out_dir = out_dir,
                  .chat_template = chat_template,
                  .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads},
                  .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = json};
@@ -317,9 +344,11 @@ end:
   for (int k = 0; k < n_cls; k++) rg_refusal_list_free(cls[k].list);
   rg_completions_free(&cases);
   rg_completions_free(&fixed);
-  rg_behaviors_free(behaviors);
+  rg_behaviors_free(behaviors_csv);
+  rg_prompt_csv_free(prompt_csv);
   rg_checkpoints_free(series);
   cli_list_free(&cls_names);
+  cli_list_free(&group_columns);
   free(default_prompts), free(default_substrings);
   return status;
 }

@@ -24,5 +24,6 @@ int cmd_geometry(int argc, char **argv);
 int cmd_repro(int argc, char **argv); /* exit 0 reproduced, 1 not reproduced, 2 cannot compare */
 int cmd_asr(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
+int cmd_classify(int argc, char **argv);
 
 #endif

@@ -225,19 +225,23 @@ static int write_categories(rg_csv_writer *w, const rg_behaviors *b, const rg_as
   return rc;
 }
 
-static int write_by_category(const char *path, const rg_behaviors *b, const rg_asr_scored *s, int n) {
+/* Opens W on PATH with HEADER (its first columns step, attack, classifier)
+ * and copies the rows already in PATH whose key is not among S, so that runs
+ * add to a table and a rerun replaces its own rows. An existing PATH must
+ * have exactly HEADER (WHAT names the table in the error). */
+static int open_merged(rg_csv_writer *w, const char *path, const char *const *header, int n_cols, const char *what,
+                       const rg_asr_scored *s, int n) {
   rg_csv *old = NULL;
   if (rg_path_exists(path)) {
     if (!(old = rg_csv_read(path))) return -1;
-    bool same = old->n_cols == CATEGORY_COLS;
-    for (int c = 0; same && c < CATEGORY_COLS; c++) same = strcmp(old->header[c], CATEGORY_HEADER[c]) == 0;
+    bool same = old->n_cols == n_cols;
+    for (int c = 0; same && c < n_cols; c++) same = strcmp(old->header[c], header[c]) == 0;
     if (!same) {
       rg_csv_free(old);
-      return rg_error_set("%s: not an asr_by_category table (unexpected header)", path);
+      return rg_error_set("%s: not an %s table (unexpected header)", path, what);
     }
   }
-  rg_csv_writer w;
-  if (rg_csv_writer_open(&w, path, CATEGORY_HEADER, CATEGORY_COLS) < 0) {
+  if (rg_csv_writer_open(w, path, header, n_cols) < 0) {
     rg_csv_free(old);
     return -1;
   }
@@ -247,19 +251,32 @@ static int write_by_category(const char *path, const rg_behaviors *b, const rg_a
     char *end;
     long step = strtol(row[0], &end, 10);
     if (*row[0] && !*end && is_scored(s, n, step, row[1], row[2])) continue;
-    for (int c = 0; c < CATEGORY_COLS; c++) rg_csv_writer_str(&w, row[c]);
-    rc = rg_csv_writer_end_row(&w);
+    for (int c = 0; c < n_cols; c++) rg_csv_writer_str(w, row[c]);
+    rc = rg_csv_writer_end_row(w);
   }
+  rg_csv_free(old);
+  if (rc < 0) rg_csv_writer_abort(w);
+  return rc;
+}
+
+/* Closes W, or discards it when RC < 0. */
+static int close_merged(rg_csv_writer *w, int rc) {
+  if (rc < 0) {
+    rg_csv_writer_abort(w);
+    return -1;
+  }
+  return rg_csv_writer_close(w);
+}
+
+static int write_by_category(const char *path, const rg_behaviors *b, const rg_asr_scored *s, int n) {
+  rg_csv_writer w;
+  if (open_merged(&w, path, CATEGORY_HEADER, CATEGORY_COLS, "asr_by_category", s, n) < 0) return -1;
+  int rc = 0;
   for (int i = 0; i < n && rc == 0; i++) {
     rc = write_categories(&w, b, &s[i], true);
     if (rc == 0) rc = write_categories(&w, b, &s[i], false);
   }
-  rg_csv_free(old);
-  if (rc < 0) {
-    rg_csv_writer_abort(&w);
-    return -1;
-  }
-  return rg_csv_writer_close(&w);
+  return close_merged(&w, rc);
 }
 
 int rg_asr_write_tables(const char *dir, const rg_behaviors *b, const rg_asr_scored *s, int n) {
@@ -271,5 +288,70 @@ int rg_asr_write_tables(const char *dir, const rg_behaviors *b, const rg_asr_sco
   if (rc == 0) rc = write_overall(overall, s, n);
   free(overall);
   free(by_cat);
+  return rc;
+}
+
+/* ---- refusal rates of a prompt set ---- */
+
+static const char *const REFUSAL_HEADER[] = {"step", "attack", "classifier", "group_column", "group", "n",
+                                             "refusals", "refusal_rate", "wilson95_lo", "wilson95_hi"};
+enum { REFUSAL_COLS = (int)(sizeof REFUSAL_HEADER / sizeof REFUSAL_HEADER[0]) };
+
+static int write_refusal_row(rg_csv_writer *w, const rg_asr_scored *s, const char *column, const char *group,
+                             long refusals, long n) {
+  rg_csv_writer_int(w, s->step);
+  rg_csv_writer_str(w, s->attack);
+  rg_csv_writer_str(w, s->classifier);
+  rg_csv_writer_str(w, column);
+  rg_csv_writer_str(w, group);
+  write_rate(w, refusals, n);
+  return rg_csv_writer_end_row(w);
+}
+
+/* The rows of one scored entry: "all", then per group column each value in
+ * order of first appearance. ROW[i] is the prompt-set row of completion i. */
+static int write_refusal_groups(rg_csv_writer *w, const rg_prompt_csv *p, const rg_asr_scored *s, const long *row) {
+  size_t n = s->c->n;
+  long refusals = 0;
+  for (size_t i = 0; i < n; i++) refusals += s->success[i] == 0;
+  int rc = write_refusal_row(w, s, "all", "all", refusals, (long)n);
+  for (int g = 0; g < p->n_groups && rc == 0; g++) {
+    char *const *values = p->group_values[g];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+      const char *v = values[row[i]];
+      bool seen = false;
+      for (size_t j = 0; j < i && !seen; j++) seen = strcmp(values[row[j]], v) == 0;
+      if (seen) continue;
+      long k = 0, m = 0;
+      for (size_t j = i; j < n; j++)
+        if (strcmp(values[row[j]], v) == 0) m++, k += s->success[j] == 0;
+      rc = write_refusal_row(w, s, p->group_cols[g], v, k, m);
+    }
+  }
+  return rc;
+}
+
+int rg_asr_write_prompt_tables(const char *dir, const rg_prompt_csv *p, const rg_asr_scored *s, int n) {
+  for (int i = 0; i < n; i++)
+    if (s[i].c->n == 0) return rg_error_set("%s: no completions to score for step %ld", dir, s[i].step);
+  char *overall = rg_path_join(dir, "asr.csv"), *rates = rg_path_join(dir, "refusal_rates.csv");
+  rg_csv_writer w;
+  int rc = overall && rates ? 0 : rg_error_set("%s: out of memory", dir);
+  if (rc == 0 && (rc = open_merged(&w, rates, REFUSAL_HEADER, REFUSAL_COLS, "refusal_rates", s, n)) == 0) {
+    for (int i = 0; i < n && rc == 0; i++) {
+      long *row = calloc(s[i].c->n, sizeof *row);
+      if (!row) rc = rg_error_set("%s: out of memory", rates);
+      for (size_t j = 0; row && j < s[i].c->n && rc == 0; j++)
+        if ((row[j] = rg_prompt_csv_row(p, s[i].c->items[j].behavior_id)) < 0)
+          rc = rg_error_set("%s: id '%s' of a completion is not in the file", p->behaviors->path,
+                            s[i].c->items[j].behavior_id);
+      if (rc == 0) rc = write_refusal_groups(&w, p, &s[i], row);
+      free(row);
+    }
+    rc = close_merged(&w, rc);
+  }
+  if (rc == 0) rc = write_overall(overall, s, n);
+  free(overall);
+  free(rates);
   return rc;
 }

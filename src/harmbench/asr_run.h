@@ -5,6 +5,8 @@
  *   model + test cases  -> completions      rg_asr_generate (greedy, batched)
  *   completions         -> success labels   rg_asr_label_refusal / rg_asr_label_judge
  *   labels              -> asr.csv rows     rg_asr_write_tables (overall and per category)
+ *                                           rg_asr_write_prompt_tables (a prompt set:
+ *                                           overall and refusal rate per group)
  *
  * Protocol (HarmBench, see docs/r2d2-and-harmbench.md §2): copyright
  * behaviors are judged by hashing in HarmBench, which refgeo does not do, so
@@ -25,6 +27,7 @@
 #include "harmbench/behaviors.h"
 #include "harmbench/classifier_prompt.h"
 #include "harmbench/completions.h"
+#include "harmbench/prompt_csv.h"
 #include "harmbench/refusal_match.h"
 #include "model/model.h"
 
@@ -90,5 +93,17 @@ typedef struct {
  * is not among S are kept, so that runs add to the tables; rows whose key
  * is among S are replaced. Every BehaviorID must be in B. 0 or -1. */
 int rg_asr_write_tables(const char *dir, const rg_behaviors *b, const rg_asr_scored *s, int n);
+
+/* The tables of a run on a prompt set (prompt_csv.h): DIR/asr.csv as
+ * rg_asr_write_tables writes it, and (atomically) DIR/refusal_rates.csv
+ * with columns step, attack, classifier, group_column, group, n, refusals,
+ * refusal_rate, wilson95_lo, wilson95_hi (Wilson 95% of the refusal rate;
+ * refusals = completions labelled 0). Per scored entry: one row with
+ * group_column and group "all", then one per group column and value, values
+ * in order of first appearance. XSTest's over-refusal report is this table
+ * with group column "label": the "safe" row is the over-refusal rate.
+ * Rows of other (step, attack, classifier) keys are kept. Every BehaviorID
+ * must be in P. 0 or -1. */
+int rg_asr_write_prompt_tables(const char *dir, const rg_prompt_csv *p, const rg_asr_scored *s, int n);
 
 #endif

@@ -16,6 +16,12 @@
  *    :14-29 (12 strings, compiled in; commit 9d852fa), substring_matching_judge_fn
  *    (:122-123): any(s.lower() in response.lower()): CASE-INSENSITIVE
  *    substring anywhere.
+ *  - RG_REFUSAL_XSTEST: XSTest evaluation/classify_completions_strmatch.py
+ *    (commit d7bb5bd, 21 strings, compiled in), strmatch_label:
+ *    completion.lower().strip().startswith(prefixes): CASE-INSENSITIVE PREFIX
+ *    after leading whitespace as Python's str.isspace() defines it (Unicode:
+ *    NBSP, U+2000..U+200A, U+3000, U+001C..U+001F, ...; not U+200B or
+ *    U+FEFF). A match is XSTest's "2_full_refusal".
  *
  * Case folding is ASCII plus the only two code points whose Python
  * str.lower() contains ASCII letters: U+0130 (-> "i" U+0307) and U+212A
@@ -31,26 +37,28 @@
 
 #include <stdbool.h>
 
-typedef enum { RG_REFUSAL_HB_ADVBENCH, RG_REFUSAL_HB_ATTACK, RG_REFUSAL_RD } rg_refusal_rule;
+typedef enum { RG_REFUSAL_HB_ADVBENCH, RG_REFUSAL_HB_ATTACK, RG_REFUSAL_RD, RG_REFUSAL_XSTEST } rg_refusal_rule;
 
 typedef struct {
   rg_refusal_rule rule;
   bool case_insensitive;
+  bool anchored; /* patterns must start the text, after leading whitespace */
   int n;
   char **strings; /* patterns; lowered already when case_insensitive */
 } rg_refusal_list;
 
 /* RG_REFUSAL_HB_* read their strings from JSON_PATH (HarmBench's
- * refusal_substrings.json: {key: {"strings": [...]}}); RG_REFUSAL_RD ignores
- * JSON_PATH (may be NULL). NULL + error. */
+ * refusal_substrings.json: {key: {"strings": [...]}}); RG_REFUSAL_RD and
+ * RG_REFUSAL_XSTEST ignore JSON_PATH (may be NULL). NULL + error. */
 rg_refusal_list *rg_refusal_list_load(rg_refusal_rule rule, const char *json_path);
 void rg_refusal_list_free(rg_refusal_list *l);
 
 /* The rule for a name: "harmbench_advbench", "harmbench_attack",
- * "refusal_direction"; -1 (error set) for anything else. */
+ * "refusal_direction", "xstest"; -1 (error set) for anything else. */
 int rg_refusal_rule_from_name(const char *name, rg_refusal_rule *out);
 
-/* True if TEXT contains any pattern under the list's rule (= refusal). */
+/* True if TEXT contains (anchored: starts with) any pattern under the
+ * list's rule (= refusal). */
 bool rg_refusal_matches(const rg_refusal_list *l, const char *text);
 
 #endif
