@@ -5,7 +5,8 @@
  * [--functional-category standard|contextual|all] [--max-new-tokens 512]
  * [--batch 8] [--classifier NAME ...] [--judge MODEL]
  * [--classifier-prompts FILE] [--refusal-substrings FILE] [--limit N]
- * [--chat-template NAME] [--threads N] [--json]`
+ * [--chat-template NAME] [--ablate FILE[:...]] [--actadd FILE[:...]
+ * [--coeff C]] [--threads N] [--json]`
  *
  * HarmBench ASR of every checkpoint (harmbench/asr_run.h): greedy chat
  * completions of the test cases, written to DIR/completions_step<N>.json,
@@ -28,9 +29,13 @@
  * refusal-xstest, judge with --judge MODEL).
  * Data files default to harmbench/ in refgeo's data folder (cli_data.h:
  * $REFGEO_DATA, else data/ beside the executable or its folder).
+ * --ablate / --actadd (cli_intervention.h) generate under that intervention:
+ * the attack is named e.g. "DirectRequest+ablate(step=0;pos=-1;layer=12)"
+ * and its completions go to completions_step<N>_ablate_<hash>.json.
  * DIR/asr_run.json records the run (attack, behaviors, how many copyright
  * behaviors were excluded). */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +43,7 @@
 #include "capture/checkpoints.h"
 #include "cli.h"
 #include "cli_data.h"
+#include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
 #include "harmbench/asr_run.h"
@@ -58,6 +64,8 @@ typedef struct {
   const rg_prompt_csv *prompt_csv; /* --prompts: refusal rates per group instead of per category */
   const rg_completions *cases;
   const char *attack, *out_dir, *chat_template;
+  const char *completions_tag; /* "" or "_<kind>_<hash>" when an intervention is set */
+  cli_intervention *intervention;
   rg_asr_gen_opts gen;
   classifier *cls;
   int n_cls;
@@ -114,6 +122,7 @@ static int generate_step(const asr_job *j, const char *model_path, rg_completion
   rg_asr_gen_opts go = j->gen;
   go.stop_ids = stop;
   go.n_stop = n_stop;
+  if (rc == 0) rc = cli_intervention_load(j->intervention, m, &go.intervention);
   if (rc == 0) rc = rg_asr_generate(m, (const int32_t *const *)ids, lens, (int)n, &go, gens);
   memset(out, 0, sizeof *out);
   for (size_t i = 0; i < n && rc == 0; i++)
@@ -126,6 +135,7 @@ static int generate_step(const asr_job *j, const char *model_path, rg_completion
   free(gens);
   free(lens);
   free(ids);
+  cli_intervention_free(j->intervention);
   rg_model_free(m);
   return rc;
 }
@@ -147,8 +157,8 @@ static void print_refusal_rates(const char *dir, const rg_asr_scored *s) {
 
 /* Completions (generated or resumed) and every classifier's rows for one step. */
 static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
-  char name[64];
-  snprintf(name, sizeof name, "completions_step%ld.json", ck->step);
+  char name[96];
+  snprintf(name, sizeof name, "completions_step%ld%s.json", ck->step, j->completions_tag);
   char *path = rg_path_join(j->out_dir, name);
   if (!path) return rg_error_set("%s: out of memory", j->out_dir);
   rg_completions c = {0};
@@ -217,6 +227,7 @@ int cmd_asr(int argc, char **argv) {
              *prompt_column = "prompt";
   int max_new = 512, batch = 8, limit = 0, threads = 0;
   bool json = false;
+  cli_intervention ci = {.coeff = NAN};
   cli_list cls_names = {0}, group_columns = {0};
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "one model (GGUF or HF dir), scored as step 0"},
@@ -241,6 +252,7 @@ int cmd_asr(int argc, char **argv) {
       {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
       {"limit", CLI_INT, &limit, "score only the first N selected behaviors"},
       {"chat-template", CLI_STRING, &chat_template, "chat format name (default: detect)"},
+      CLI_INTERVENTION_OPTS(&ci),
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
       {"json", CLI_BOOL, &json, "print the run summary as JSON"},
   };
@@ -306,7 +318,17 @@ int cmd_asr(int argc, char **argv) {
     goto end;
   if (rg_mkdir_p(out_dir) < 0) goto end;
 
-  const char *attack_label = test_cases_path ? attack_name : "DirectRequest";
+  /* An intervention is part of the attack's name, and its completions get a
+   * file of their own, so that a rerun never resumes unablated completions. */
+  char iv_label[256], attack_buf[512], tag[64] = "";
+  if (cli_intervention_label(&ci, iv_label, sizeof iv_label) < 0) goto end;
+  snprintf(attack_buf, sizeof attack_buf, "%s%s", test_cases_path ? attack_name : "DirectRequest", iv_label);
+  const char *attack_label = attack_buf;
+  if (iv_label[0]) {
+    uint32_t h = 2166136261u; /* FNV-1a of the label */
+    for (const char *c = iv_label; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
+    snprintf(tag, sizeof tag, "%s%s_%08x", ci.ablate ? "_ablate" : "", ci.actadd ? "_actadd" : "", (unsigned)h);
+  }
   summary = cJSON_CreateObject();
   cJSON_AddStringToObject(summary, "attack", attack_label);
   cJSON_AddStringToObject(summary, behaviors_path ? "behaviors" : "prompts", behaviors->path);
@@ -323,7 +345,8 @@ int cmd_asr(int argc, char **argv) {
   if (!json)
     printf("%zu test cases (%s); %d copyright behaviors excluded from ASR\n", cases.n, attack_label, n_copyright);
 
-  asr_job job = {.behaviors = behaviors, .prompt_csv = prompt_csv, .cases = &cases, .attack = attack_label, .out_dir = out_dir,
+  asr_job job = {.behaviors = behaviors, .prompt_csv = prompt_csv, .cases = &cases, .attack = attack_label,
+                 .completions_tag = tag, .intervention = &ci, .out_dir = out_dir,
                  .chat_template = chat_template,
                  .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads},
                  .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = json};

@@ -76,6 +76,10 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
   rg_session_opts so = {.threads = o->threads};
   rg_session *s = rg_session_new(m, batch, max_len + o->max_new_tokens, &so);
   if (!s) return -1;
+  if (o->intervention && rg_session_set_intervention(s, o->intervention) < 0) {
+    rg_session_free(s);
+    return -1;
+  }
   rg_gen_opts go = {.max_new_tokens = o->max_new_tokens, .stop_ids = o->stop_ids, .n_stop = o->n_stop};
   rg_gen_result r[batch];
   memset(generations, 0, (size_t)n * sizeof *generations);

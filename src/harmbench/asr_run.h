@@ -29,6 +29,7 @@
 #include "harmbench/completions.h"
 #include "harmbench/prompt_csv.h"
 #include "harmbench/refusal_match.h"
+#include "model/hooks.h"
 #include "model/model.h"
 
 /* Which behaviors are scored. Copyright behaviors never are. */
@@ -54,6 +55,7 @@ typedef struct {
   int threads;        /* <= 0: all CPUs */
   const int32_t *stop_ids; /* EOS and end-of-turn */
   int n_stop;
+  const rg_intervention *intervention; /* set on the generating session; NULL = none */
 } rg_asr_gen_opts;
 
 /* Greedy continuations of prompts[0..n-1] (token ids, chat template already
