@@ -42,7 +42,7 @@ const char *__asan_default_options(void) {
 typedef int (*fuzz_entry)(const uint8_t *data, size_t size);
 
 #define HARNESSES(X) \
-  X(acts_h5) X(asr_curve) X(behaviors) X(chat_template) X(checkpoints) X(gguf) X(hf_dir) X(prompts) \
+  X(acts_h5) X(asr_curve) X(behaviors) X(chat_template) X(checkpoints) X(directions_h5) X(gguf) X(hf_dir) X(prompts) \
       X(safetensors) X(test_cases) X(tokenizer)
 
 #define DECLARE(name) int fuzz_one_##name(const uint8_t *data, size_t size);

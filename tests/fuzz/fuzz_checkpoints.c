@@ -32,9 +32,10 @@ static const char *make_run_dir(const fuzz_part *dirs) {
     char name[128];
     if (len > 0 && len < 64 && p[0] != '.' && !memchr(p, '/', len) && !memchr(p, '\0', len)) {
       snprintf(name, sizeof name, "run/%.*s", (int)len, p);
-      fuzz_subdir(name);
-      strcat(name, "/config.json");
-      fuzz_write(name, (const uint8_t *)"{}", 2);
+      if (fuzz_subdir(name)) { /* not when NAME is base.gguf or manifest.csv */
+        strcat(name, "/config.json");
+        fuzz_write(name, (const uint8_t *)"{}", 2);
+      }
     }
     p += len + 1;
   }

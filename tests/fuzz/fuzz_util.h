@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char *fuzz_dir(void);
 
 /* Creates fuzz_dir()/NAME as a directory if needed; returns its path
- * (static storage, valid until the next call). */
+ * (static storage, valid until the next call), or NULL when NAME cannot be
+ * a directory there (e.g. a file of that name exists). */
 const char *fuzz_subdir(const char *name);
 
 /* Writes SIZE bytes to fuzz_dir()/NAME and returns that path (static

@@ -422,12 +422,16 @@ def gguf_seeds():
 
 # ------------------------------------------------------------------ HDF5
 
-def acts_h5_seeds():
-    """fuzz_acts_h5 reads its input as a list of choices (see the harness), not
-    as an HDF5 file; a few fixed random byte strings start it off."""
+def h5_seeds():
+    """The HDF5 harnesses read their input as a list of choices (see
+    tests/fuzz/h5_build.h), not as an HDF5 file; a few fixed random byte
+    strings start them off (fuzz_directions_h5: then a newline and a spec suffix)."""
     rng = random.Random(17)
     for i, n in enumerate((64, 256, 1024)):
         out("acts_h5", f"choices_{i}", bytes(rng.randrange(256) for _ in range(n)))
+    for i, (n, spec) in enumerate(((64, b"step=100,pos=-1,layer=0"), (256, b"layer=1"), (512, b"step=7"))):
+        choices = bytes(rng.randrange(256) for _ in range(n)).replace(b"\n", b" ")
+        out("directions_h5", f"choices_{i}", choices + b"\n" + spec)
 
 
 def main():
@@ -443,7 +447,7 @@ def main():
     model_seeds(refgeo)
     minimal_hf_seed()
     gguf_seeds()
-    acts_h5_seeds()
+    h5_seeds()
 
 
 if __name__ == "__main__":
