@@ -433,7 +433,15 @@ static void test_asr_prompts_bad_input(void **state) {
   char *dup_csv = t_write_tmp("asr_prompts_dup.csv", dup, strlen(dup));
   snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --out '%s'", model, dup_csv, dir);
   expect_one_line_error(cmd, "asr_prompts_dup.csv: row 2 repeats the id 'x'", NULL);
-  free(dup_csv), free(dir), free(prompts);
+  /* A header too long for one line is cut with "..." (200 columns). */
+  char wide[4096] = "", *w = wide; /* header 1889 bytes, row 400 */
+  for (int c = 0; c < 200; c++) w += sprintf(w, "%scolumn%d", c ? "," : "", c);
+  for (int c = 0; c < 200; c++) w += sprintf(w, "%sx", c ? "," : "\n");
+  strcpy(w, "\n");
+  char *wide_csv = t_write_tmp("asr_prompts_wide.csv", wide, strlen(wide));
+  snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --out '%s'", model, wide_csv, dir);
+  expect_one_line_error(cmd, "no column 'prompt' (--prompt-column; columns: column0, column1,", "...)");
+  free(wide_csv), free(dup_csv), free(dir), free(prompts);
 }
 
 int main(void) {

@@ -14,7 +14,7 @@ int rg_csv_flag_col(const rg_csv *t, const char *name, const char *flag) {
    * clipped to a line. */
   char cols[512] = "";
   size_t len = 0;
-  for (int i = 0; i < t->n_cols && len + 8 < sizeof cols; i++)
+  for (int i = 0; i < t->n_cols && len < sizeof cols; i++)
     len += (size_t)snprintf(cols + len, sizeof cols - len, "%s%s", i ? ", " : "", t->header[i]);
   if (len >= sizeof cols) strcpy(cols + sizeof cols - 4, "...");
   return rg_error_set("%s: no column '%s' (%s; columns: %s)", t->path, name, flag, cols);
