@@ -237,7 +237,9 @@ int cmd_asr(int argc, char **argv) {
       {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
       {"prompts", CLI_STRING, &prompt_csv_path, "instead of --behaviors: any CSV of prompts (e.g. XSTest's)"},
       {"prompt-column", CLI_STRING, &prompt_column, "the prompt column of --prompts (prompt)"},
-      {"group-column", CLI_MULTI, &group_columns, "a column of --prompts to report refusal rates by (repeatable)"},
+      {"group-column", CLI_MULTI, &group_columns,
+       "a column of --prompts to report refusal rates by (repeatable; XSTest over-refusal: data/xstest/"
+       "xstest_prompts.csv --group-column label --classifier refusal-xstest)"},
       {"out", CLI_STRING, &out_dir, "output directory"},
       {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases)"},
       {"test-cases", CLI_STRING, &test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},

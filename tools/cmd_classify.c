@@ -174,7 +174,7 @@ int cmd_classify(int argc, char **argv) {
       {"csv", CLI_STRING, &csv_path, "CSV to label (with --column)"},
       {"column", CLI_STRING, &column, "the CSV column holding the completions"},
       {"out", CLI_STRING, &out, "output file (default: INPUT.NAME.ext in the current directory)"},
-      {"label-name", CLI_STRING, &label_name, "name of the added column / field (label)"},
+      {"label-name", CLI_STRING, &label_name, "added column / field (label): 1 = not refused (judge: yes), 0 = refused"},
       {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
       {"judge", CLI_STRING, &judge_path, "judge model for --classifier judge"},
       {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV for --classifier judge"},
