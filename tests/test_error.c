@@ -64,9 +64,9 @@ static void *set_in_thread(void *arg) {
 static void test_one_line(void **state) {
   (void)state;
   rg_error_set("tok.json: unknown type '%s'", "Byte\nLevel\r\tx\x7f");
-  assert_string_equal(rg_error_get(), "tok.json: unknown type 'Byte?Level???x?'");
+  assert_string_equal(rg_error_get(), "tok.json: unknown type 'Byte?Level??x?'");
   rg_error_prefix("dir\n%d", 1);
-  assert_string_equal(rg_error_get(), "dir?1: tok.json: unknown type 'Byte?Level???x?'");
+  assert_string_equal(rg_error_get(), "dir?1: tok.json: unknown type 'Byte?Level??x?'");
 }
 
 static void test_thread_local(void **state) {
