@@ -347,6 +347,40 @@ static void expect_json_error(const char *name, const char *json, const char *ph
   free(path);
 }
 
+/* The NFC normalizer (Qwen2's tokenizer.json): "e" + U+0301 is composed to
+ * U+00E9 before the byte-level split, so it takes the merge of U+00E9's two
+ * bytes (GPT-2 byte map: C3 -> "Ã", A9 -> "©", CC -> "Ì", 81 -> "ģ"). */
+static void test_json_nfc(void **state) {
+  (void)state;
+  static const char *FMT = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"\\u00c3\": 0, \"\\u00a9\": 1, \"e\": 2, "
+                           "\"\\u00cc\": 3, \"\\u0123\": 4, \"\\u00c3\\u00a9\": 5}, \"merges\": [\"\\u00c3 \\u00a9\"]}, "
+                           "\"normalizer\": %s, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
+  static const struct {
+    const char *normalizer;
+    int n;
+    int32_t ids[3];
+  } CASES[] = {{"{\"type\": \"NFC\"}", 1, {5}}, {"null", 3, {2, 3, 4}}};
+  for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+    char json[512];
+    snprintf(json, sizeof json, FMT, CASES[c].normalizer);
+    char *path = t_write_tmp("tok_nfc.json", json, strlen(json));
+    rg_tokenizer *t = rg_tokenizer_from_json(path, NULL);
+    if (!t) fail_msg("%s", rg_error_get());
+    int32_t *ids;
+    int n;
+    assert_int_equal(rg_tokenize(t, "e\xcc\x81", 3, true, false, &ids, &n), 0);
+    assert_int_equal(n, CASES[c].n);
+    assert_memory_equal(ids, CASES[c].ids, sizeof *ids * (size_t)n);
+    free(ids);
+    assert_int_equal(rg_tokenize(t, "\xc3\xa9", 2, true, false, &ids, &n), 0); /* already NFC: one token */
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 5);
+    free(ids);
+    rg_tokenizer_free(t);
+    free(path);
+  }
+}
+
 static void test_json_errors(void **state) {
   (void)state;
   expect_json_error("tok_bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", "invalid JSON");
@@ -536,6 +570,7 @@ int main(void) {
       cmocka_unit_test(test_mistral_gguf),
       cmocka_unit_test(test_tiny_bytelevel_json),
       cmocka_unit_test(test_llamacpp_vectors),
+      cmocka_unit_test(test_json_nfc),
       cmocka_unit_test(test_json_errors),
       cmocka_unit_test(test_json_id_bounds),
       cmocka_unit_test(test_json_added_tokens),
