@@ -47,7 +47,8 @@ expect_refused() {
   local errline
   errline=$(grep -v '^fetch-model: downloading' "$T/err")
   [ "$rc" -eq 1 ] || fail "$1: exit $rc, expected 1"
-  [ "$(printf '%s\n' "$errline" | wc -l)" -eq 1 ] || fail "$1: expected one error line, got: $errline"
+  [ -n "$errline" ] && [ "$(printf '%s\n' "$errline" | wc -l)" -eq 1 ] ||
+    fail "$1: expected one error line, got: '$errline'"
   case "$errline" in *"sha256 mismatch"*) ;; *) fail "$1: error does not name the mismatch: $errline" ;; esac
   [ ! -s "$T/out" ] || fail "$1: printed a path: $(cat "$T/out")"
   [ -z "$(ls -A "$home/models")" ] || fail "$1: cached $(ls "$home/models")"
