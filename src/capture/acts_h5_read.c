@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,20 @@ static hid_t open_dataset(rg_acts_reader *r, long step, const char *rel) {
   return d;
 }
 
+/* Whether dataset D (COUNT values of TYPE) has its data in the file. An HDF5
+ * dataset may declare a huge extent with no chunk written (reads give the fill
+ * value), so its dimensions alone do not bound what reading it allocates. The
+ * writer deflates every chunk it writes, and deflate expands at most 1032:1
+ * (zlib's documented limit), so more than that per stored byte, beyond a page
+ * of slack for tiny datasets, is data the file does not hold. */
+static bool holds_its_data(hid_t d, hid_t type, size_t count) {
+  enum { DEFLATE_MAX_RATIO = 1032, SLACK_BYTES = 4096 };
+  size_t elem = H5Tget_size(type), logical;
+  if (elem == 0 || __builtin_mul_overflow(count, elem, &logical)) return false;
+  hsize_t stored = H5Dget_storage_size(d);
+  return logical <= SLACK_BYTES || logical / DEFLATE_MAX_RATIO <= stored;
+}
+
 int rg_acts_read_site(rg_acts_reader *r, long step, const char *split, rg_hook_site site, float **acts, int *n,
                       int *n_pos) {
   *acts = NULL;
@@ -208,6 +223,10 @@ int rg_acts_read_site(rg_acts_reader *r, long step, const char *split, rg_hook_s
     rg_error_set("%s: /step_%ld/%s has shape [%llu, %llu, %llu, %llu], expected [%d, n, n_pos, %d]", r->path, step,
                  rel, (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
                  (unsigned long long)dims[3], r->info.n_layers, r->info.d_model);
+  } else if (!holds_its_data(d, type, (size_t)dims[0] * dims[1] * dims[2] * dims[3])) {
+    rg_error_set("%s: /step_%ld/%s declares [%llu, %llu, %llu, %llu] values but the file stores %llu bytes of them",
+                 r->path, step, rel, (unsigned long long)dims[0], (unsigned long long)dims[1],
+                 (unsigned long long)dims[2], (unsigned long long)dims[3], (unsigned long long)H5Dget_storage_size(d));
   } else {
     size_t count = (size_t)dims[0] * dims[1] * dims[2] * dims[3];
     if (count > SIZE_MAX / sizeof(float) || !(*acts = malloc(count * sizeof(float)))) {

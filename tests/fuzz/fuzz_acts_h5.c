@@ -127,10 +127,12 @@ static void read_all(const char *path) {
       int32_t **ids;
       int *lens, n;
       if (rg_acts_read_token_ids(r, step, SPLITS[sp], &ids, &lens, &n) == 0) rg_acts_token_ids_free(ids, lens, n);
+      else fuzz_check_refusal("rg_acts_read_token_ids");
       for (int site = 0; site < RG_HOOK_N_SITES; site++) {
         float *acts;
         int n_pos;
         if (rg_acts_read_site(r, step, SPLITS[sp], (rg_hook_site)site, &acts, &n, &n_pos) == 0) free(acts);
+        else fuzz_check_refusal("rg_acts_read_site");
       }
     }
   }

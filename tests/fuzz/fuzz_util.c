@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/dtype.h"
+#include "util/error.h"
 
 static char dir[256];
 static char path[512];
@@ -91,6 +92,13 @@ int fuzz_split(const uint8_t *data, size_t size, const char *const *names, int n
     sep = next;
   }
   return n;
+}
+
+void fuzz_check_refusal(const char *where) {
+  const char *err = rg_error_get();
+  if (!strstr(err, "out of memory")) return;
+  fprintf(stderr, "fuzz oracle: %s: refused for lack of memory: %s\n", where, err);
+  abort();
 }
 
 void fuzz_check_tensor(const rg_tensor *t, const char *where) {

@@ -68,3 +68,10 @@ int fuzz_split(const uint8_t *data, size_t size, const char *const *names, int n
  * the map faults here rather than later in a forward pass). A violation is
  * reported and aborts, so libFuzzer keeps the input as a crash. */
 void fuzz_check_tensor(const rg_tensor *t, const char *where);
+
+/* A refusal must name what is wrong with the file, never "out of memory":
+ * a file whose sizes contradict themselves is refused before anything is
+ * allocated for them (issue 17). Aborts when the current error says memory
+ * ran out, so the input is kept as a finding; a harness that goes on after a
+ * failed call checks here first, before the next call replaces the error. */
+void fuzz_check_refusal(const char *where);
