@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs dependencies, fetches the test models, then builds
 # and runs the CTest suite twice: a Release build (in a copy of the tree with
-# no ../shared next to it: see below), and a Debug build under
+# no shared data folder next to it: see below), and a Debug build under
 # AddressSanitizer + UndefinedBehaviorSanitizer; then every libFuzzer harness
 # for 30 s on its corpus (scripts/fuzz.sh).
 set -euo pipefail
@@ -25,7 +25,7 @@ run_suite() { # build-dir, cmake args...
   (cd "$dir" && ctest --output-on-failure -j "$JOBS")
 }
 
-# The Release suite runs in a copy of the tree that has no ../shared next to
+# The Release suite runs in a copy of the tree that has no shared/ folder next to
 # it, so it fails if any test, default path or script reads data from outside
 # the repository (issue 10: the project carries its own data). The copy holds
 # every file git tracks or would add (a clean clone in CI; uncommitted work
@@ -42,7 +42,7 @@ copy_tree() { # dest: replace dest's sources (all but build/) by this tree's
 COPY_ROOT="${TMPDIR:-/tmp}/refgeo-selfcontained-$(id -u)"
 copy_tree "$COPY_ROOT/refgeo"
 if [ -e "$COPY_ROOT/shared" ]; then echo "test.sh: $COPY_ROOT/shared exists; remove it" >&2; exit 1; fi
-echo "== release build (in $COPY_ROOT/refgeo, with no ../shared)"
+echo "== release build (in $COPY_ROOT/refgeo, with no shared/ beside it)"
 (cd "$COPY_ROOT/refgeo" && run_suite build -DCMAKE_BUILD_TYPE=Release)
 echo "== ASan + UBSan build"
 # leak checking stays on; OpenMP's runtime keeps thread pools alive at exit,

@@ -1,7 +1,7 @@
 /* test_cli_data: the CLI finds its default data files from any current
  * directory, by the rule of tools/cli_data.h: $REFGEO_DATA when set, else
  * data/ beside the executable, else data/ beside the executable's folder.
- * Old main read ../shared/data/harmbench/ and data/prompts/ relative to the
+ * Old main read the shared data folder's harmbench/ and data/prompts/ relative to the
  * current directory, so every command below failed from another directory,
  * naming those files.
  *
@@ -90,7 +90,7 @@ static int setup(void **state) {
   snprintf(g_data, sizeof g_data, "%s", t_env("REFGEO_DATA"));
   snprintf(g_behaviors, sizeof g_behaviors, "%s/harmbench/harmbench_behaviors_text_val.csv", g_data);
   make_dir("elsewhere");
-  /* from a directory with no data/ and no ../shared near it */
+  /* from a directory with no data/ and no shared data folder near it */
   char cwd[1200];
   snprintf(cwd, sizeof cwd, "%s/elsewhere", g_dir);
   assert_int_equal(chdir(cwd), 0);

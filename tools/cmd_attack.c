@@ -4,8 +4,8 @@
  * [--threads N] [--log FILE.csv]`
  *
  * HarmBench's GCG attack (src/adv_ft/gcg.h; settings of
- * configs/method_configs/GCG_config.yaml, ../shared/docs/r2d2-and-harmbench.md
- * section 2.7) on every behavior of the CSV: the suffix starts as 20 "!"
+ * HarmBench 8e1604d configs/method_configs/GCG_config.yaml and
+ * baselines/gcg/gcg.py) on every behavior of the CSV: the suffix starts as 20 "!"
  * tokens (tokenized without special tokens), the instruction is the
  * behavior (with its context string, as DirectRequest) plus " " plus the
  * suffix, and the target is the behavior's string in harmbench_targets_text.json.

@@ -1,7 +1,9 @@
 /* adamw.h: the optimizer of HarmBench's adversarial training recipe.
  *
  * HarmBench's R2D2 recipe trains with transformers' Trainer defaults
- * (../shared/docs/r2d2-and-harmbench.md): optim "adamw_torch" with betas
+ * (HarmBench 8e1604d, adversarial_training/alignment-handbook/
+ * src/alignment/configs.py and transformers' TrainingArguments): optim
+ * "adamw_torch" with betas
  * (0.9, 0.999), eps 1e-8, weight decay 0, gradient clipping at a global L2
  * norm of 1.0, and a cosine learning-rate schedule without warmup. These
  * functions reproduce torch.optim.AdamW (decoupled weight decay, bias

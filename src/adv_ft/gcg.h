@@ -1,6 +1,8 @@
 /* gcg.h: Greedy Coordinate Gradient (Zou et al. 2023) as HarmBench runs it
  * inside R2D2 training and as its evaluation attack
- * (../shared/docs/r2d2-and-harmbench.md sections 1.6 and 2.7).
+ * (HarmBench 8e1604d: adversarial_training/alignment-handbook/scripts/
+ * adv_training_utils.py for R2D2, baselines/gcg/gcg.py and
+ * configs/method_configs/GCG_config.yaml for the evaluation attack).
  *
  * A test case is one token sequence laid out as
  *     prefix | suffix | after | target

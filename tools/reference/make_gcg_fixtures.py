@@ -1,7 +1,8 @@
 """transformers references for src/adv_ft/gcg.c (tests/test_gcg.c).
 
 1. The tokens GCG may not place, by HarmBench's rule (get_nonascii_toks,
-   ../shared/docs/r2d2-and-harmbench.md section 1.6): ids i in [3, vocab)
+   HarmBench 8e1604d adversarial_training/alignment-handbook/scripts/
+   adv_training_utils.py): ids i in [3, vocab)
    whose tokenizer.decode([i]) is not (isascii() and isprintable()), plus
    the BOS, EOS, PAD and UNK ids, for SmolLM2-135M-Instruct's GGUF tokenizer
    as transformers loads it. Written as sorted [first, last] ranges.
