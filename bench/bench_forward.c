@@ -102,17 +102,18 @@ int main(int argc, char **argv) {
   }
   rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
-  rg_session_opts so = {.threads = threads,
-                        .weight_mode = f32 ? RG_WEIGHTS_F32 : tiled ? RG_WEIGHTS_TILED : RG_WEIGHTS_AUTO,
-                        .max_batch_tokens = B * T};
+  rg_backend_opts bo = {.threads = threads};
+  rg_session_opts so = {.max_batch_tokens = B * T};
   double t0 = bench_now_s();
-  rg_session *s = rg_session_new(m, B, T, &so);
+  rg_weights *w = rg_weights_open(m, &bo, f32 ? RG_WEIGHTS_F32 : tiled ? RG_WEIGHTS_TILED : RG_WEIGHTS_AUTO);
+  rg_session *s = w ? rg_session_new(w, B, T, &so) : NULL;
   if (!s) {
+    rg_weights_free(w);
     rg_model_free(m);
     return cli_fail();
   }
   printf("model %s: %d layers, d %d; session ready in %.2f s (%.0f MiB of f32 weights)\n", m->id, m->cfg.n_layers,
-         m->cfg.d_model, bench_now_s() - t0, (double)rg_session_weight_bytes(s) / (1 << 20));
+         m->cfg.d_model, bench_now_s() - t0, (double)rg_weights_bytes(w) / (1 << 20));
 
   int32_t **prompts = malloc((size_t)B * sizeof *prompts);
   int *lens = malloc((size_t)B * sizeof *lens);
@@ -163,6 +164,7 @@ int main(int argc, char **argv) {
   free(cap.rows);
   free(sites);
   rg_session_free(s);
+  rg_weights_free(w);
   rg_model_free(m);
   return status;
 }

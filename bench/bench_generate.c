@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
   if (!m) return cli_fail();
   int32_t *prompts[N_INSTRUCTIONS] = {0}, stop[2];
   int lens[N_INSTRUCTIONS], n_stop, max_len = 0, status = 1;
+  rg_weights *w = NULL;
   rg_session *s = NULL;
   double tps[16];
   if (repeats > 16) repeats = 16;
@@ -70,8 +71,8 @@ int main(int argc, char **argv) {
     if (cli_prompt_tokens(m, &p, &prompts[b], &lens[b], stop, &n_stop) < 0) goto end;
     if (lens[b] > max_len) max_len = lens[b];
   }
-  rg_session_opts so = {.threads = threads};
-  if (!(s = rg_session_new(m, B, max_len + N, &so))) goto end;
+  rg_backend_opts bo = {.threads = threads};
+  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, B, max_len + N, NULL))) goto end;
   rg_gen_opts go = {.max_new_tokens = N}; /* no stop ids: exactly N tokens each */
   for (int r = 0; r < repeats; r++) {
     rg_gen_result res[N_INSTRUCTIONS];
@@ -90,6 +91,7 @@ end:
   if (status) cli_fail();
   for (int b = 0; b < B; b++) free(prompts[b]);
   rg_session_free(s);
+  rg_weights_free(w);
   rg_model_free(m);
   return status;
 }

@@ -39,13 +39,19 @@ int main(int argc, char **argv) {
     return cli_fail();
   }
   rg_model *m = rg_model_load(model);
-  if (!m || rg_model_to_f32(m) != 0) return cli_fail();
+  if (!m) return cli_fail();
   const int n = B * T, R = B * (T - 1), V = m->cfg.vocab_size;
-  rg_session_opts so = {.threads = threads, .max_batch_tokens = n, .max_logit_rows = R, .train = true};
-  rg_session *s = rg_session_new(m, B, T, &so);
+  rg_backend_opts bo = {.threads = threads};
+  rg_session_opts so = {.max_batch_tokens = n, .max_logit_rows = R, .train = true};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_F32);
+  if (w && rg_weights_make_trainable(w) < 0) {
+    rg_weights_free(w);
+    w = NULL;
+  }
+  rg_session *s = w ? rg_session_new(w, B, T, &so) : NULL;
   rg_grads *g = s ? rg_grads_new(s) : NULL;
   rg_adamw_hparams h = rg_adamw_defaults();
-  rg_optimizer *o = g ? rg_optimizer_new(m, g, &h) : NULL;
+  rg_optimizer *o = g ? rg_optimizer_new(w, g, &h) : NULL;
   int32_t *ids = malloc((size_t)n * sizeof *ids), *targets = malloc((size_t)R * sizeof *targets);
   int *seq = malloc((size_t)n * sizeof *seq), *rows = malloc((size_t)R * sizeof *rows);
   float *scale = malloc((size_t)R * sizeof *scale), *losses = malloc((size_t)R * sizeof *losses);
@@ -83,7 +89,10 @@ int main(int argc, char **argv) {
       goto end;
     }
     double t2 = bench_now_s(), norm;
-    rg_optimizer_step(o, 1e-5, 1.0, &norm);
+    if (rg_optimizer_step(o, 1e-5, 1.0, &norm) < 0) {
+      cli_fail();
+      goto end;
+    }
     double t3 = bench_now_s();
     double loss = 0;
     for (int k = 0; k < R; k++) loss += losses[k] / R;
@@ -101,6 +110,7 @@ end:
   rg_optimizer_free(o);
   rg_grads_free(g);
   rg_session_free(s);
+  rg_weights_free(w);
   rg_model_free(m);
   return status;
 }

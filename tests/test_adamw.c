@@ -1,4 +1,5 @@
-/* test_adamw.c: src/adv_ft/adamw.c against torch.optim.AdamW,
+/* test_adamw.c: the AdamW recipe (src/adv_ft/adamw.c and the CPU backend's
+ * rg_op_adamw) against torch.optim.AdamW,
  * torch.nn.utils.clip_grad_norm_ and transformers'
  * get_cosine_schedule_with_warmup (tests/fixtures/adamw/adamw.json from
  * tools/reference/make_adamw_fixtures.py, float64).
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 
 #include "adv_ft/adamw.h"
+#include "model/backend.h"
 #include "testlib.h"
 
 static double *darr(const cJSON *a, int *n) {
@@ -38,14 +40,28 @@ static void test_against_torch(void **state) {
   size_t sizes[NT];
   double *p0[NT];
   float *p[NT];
+  /* each parameter a writable f32 weight on the CPU backend, with its
+   * gradient and moment buffers */
+  rg_backend_opts bo = {.threads = 2};
+  rg_backend *be = rg_backend_new(&bo);
+  assert_non_null(be);
+  rg_tensor tensors[NT];
+  rg_bweight *param[NT];
+  rg_buf *gb[NT], *mb[NT], *vb[NT];
   for (int i = 0; i < NT; i++) {
     p0[i] = darr(cJSON_GetArrayItem(init, i), &sizes_i[i]);
     sizes[i] = (size_t)sizes_i[i];
     p[i] = malloc(sizes[i] * sizeof *p[i]);
     for (size_t k = 0; k < sizes[i]; k++) p[i][k] = (float)p0[i][k];
+    tensors[i] = (rg_tensor){.name = "p", .type = RG_F32, .n_dims = 1, .ne = {sizes_i[i], 1, 1, 1},
+                             .data = p[i], .nbytes = sizes[i] * sizeof(float)};
+    param[i] = rg_backend_weight(be, &tensors[i], RG_FORM_F32);
+    assert_non_null(param[i]);
+    assert_int_equal(rg_bweight_make_f32(be, param[i]), 0);
+    assert_non_null(gb[i] = rg_buf_new(be, sizes[i]));
+    assert_non_null(mb[i] = rg_buf_new(be, sizes[i]));
+    assert_non_null(vb[i] = rg_buf_new(be, sizes[i]));
   }
-  rg_adamw *o = rg_adamw_new(&h, sizes, NT);
-  assert_non_null(o);
 
   const cJSON *steps = cJSON_GetObjectItem(fx, "steps");
   for (int t = 0; t < cJSON_GetArraySize(steps); t++) {
@@ -67,8 +83,13 @@ static void test_against_torch(void **state) {
     const double norm = sqrt(ss), want_norm = cJSON_GetObjectItem(st, "total_norm")->valuedouble;
     assert_true(fabs(norm - want_norm) <= 1e-12 * want_norm);
     const float coef = (float)rg_grad_clip_coef(norm, max_norm);
-    rg_adamw_begin_step(o);
-    for (int i = 0; i < NT; i++) rg_adamw_update(o, i, p[i], g[i], coef, lr);
+    const rg_adamw_step as = {.lr = lr, .beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps,
+                              .weight_decay = h.weight_decay, .step = t + 1, .grad_scale = coef};
+    for (int i = 0; i < NT; i++) {
+      rg_buf_upload(be, gb[i], 0, g[i], sizes[i]);
+      rg_op_adamw(be, param[i], gb[i], mb[i], vb[i], &as);
+      assert_int_equal(rg_bweight_download(be, param[i], p[i]), 0);
+    }
     double md = 0, mc = 0;
     for (int i = 0; i < NT; i++) {
       int n;
@@ -84,9 +105,12 @@ static void test_against_torch(void **state) {
                   coef, md, mc);
     if (mc > 0) assert_true(md <= 1e-4 * mc);
   }
-  assert_int_equal(rg_adamw_steps(o), cJSON_GetArraySize(steps));
-  rg_adamw_free(o);
-  for (int i = 0; i < NT; i++) free(p0[i]), free(p[i]);
+  for (int i = 0; i < NT; i++) {
+    rg_bweight_free(be, param[i]);
+    rg_buf_free(be, gb[i]), rg_buf_free(be, mb[i]), rg_buf_free(be, vb[i]);
+    free(p0[i]), free(p[i]);
+  }
+  rg_backend_free(be);
   cJSON_Delete(fx);
 }
 

@@ -119,7 +119,7 @@ static void test_matmul_backward(void **state) {
   rg_tensor wt = f32_tensor("w", w, K, N);
   for (int bi = 0; bi < N_BACKENDS; bi++) {
     rg_backend *be = new_backend(bi);
-    rg_bweight *bw = rg_backend_weight(be, &wt);
+    rg_bweight *bw = case_weight(be, bi, &wt);
     assert_non_null(bw);
     rg_buf *xb = upload(be, x, (size_t)M * K), *dyb = upload(be, dy, (size_t)M * N);
     rg_buf *dxb = grad_buf(be, (size_t)M * K), *dwb = grad_buf(be, (size_t)N * K), *dbb = grad_buf(be, (size_t)N);
@@ -162,7 +162,7 @@ static void test_matmul_backward_tiled_bf16(void **state) {
   float *got[N_BACKENDS];
   for (int bi = 0; bi < N_BACKENDS; bi++) {
     rg_backend *be = new_backend(bi);
-    rg_bweight *bw = rg_backend_weight(be, &t);
+    rg_bweight *bw = case_weight(be, bi, &t);
     assert_non_null(bw);
     rg_buf *dyb = upload(be, dy, (size_t)M * N), *dxb = rg_buf_new(be, (size_t)M * K);
     rg_op_matmul_backward(be, dxb, NULL, NULL, dyb, NULL, M, bw);
@@ -191,7 +191,7 @@ static void test_rmsnorm_backward(void **state) {
   rg_tensor wt = f32_tensor("norm", w, d, 1);
   for (int bi = 0; bi < N_BACKENDS; bi++) {
     rg_backend *be = new_backend(bi);
-    rg_bweight *bw = rg_backend_weight(be, &wt);
+    rg_bweight *bw = case_weight(be, bi, &wt);
     rg_buf *xb = upload(be, x, (size_t)rows * d), *dyb = upload(be, dy, (size_t)rows * d);
     rg_buf *dxb = grad_buf(be, (size_t)rows * d), *dwb = grad_buf(be, (size_t)d);
     rg_op_rmsnorm_backward(be, dxb, dwb, dyb, xb, bw, rows, d, eps);
@@ -217,12 +217,16 @@ static void test_rope_backward(void **state) {
     const char *what = adjacent ? "adjacent" : "half";
     for (int bi = 0; bi < N_BACKENDS; bi++) {
       rg_backend *be = new_backend(bi);
-      rg_buf *xb = upload(be, x, n), *gb = upload(be, dy, n);
-      rg_op_rope(be, xb, T, nh, hd, pos, inv_freq, adjacent);
+      rg_buf *xb = upload(be, x, n), *gb = upload(be, dy, n), *ib = upload(be, inv_freq, (size_t)hd / 2);
+      int *seq = calloc((size_t)T, sizeof *seq);
+      rg_batch *bt = upload_batch(be, NULL, seq, pos, T);
+      rg_op_rope(be, xb, bt, nh, hd, ib, adjacent);
       expect("rope (forward)", what, BACKENDS[bi].name, err_vs(be, xb, y, n, 0));
-      rg_op_rope_backward(be, gb, T, nh, hd, pos, inv_freq, adjacent);
+      rg_op_rope_backward(be, gb, bt, nh, hd, ib, adjacent);
       expect("rope_backward", what, BACKENDS[bi].name, err_vs(be, gb, dx, n, 0));
-      rg_buf_free(be, xb), rg_buf_free(be, gb);
+      rg_buf_free(be, xb), rg_buf_free(be, gb), rg_buf_free(be, ib);
+      rg_batch_free(be, bt);
+      free(seq);
       rg_backend_free(be);
     }
     free(pos), free(inv_freq), free(x), free(dy), free(y), free(dx);
@@ -260,8 +264,8 @@ static void test_attention_backward(void **state) {
       if (pos[t] + 1 > max_ctx) max_ctx = pos[t] + 1;
       if (seq[t] + 1 > n_seqs) n_seqs = seq[t] + 1;
     }
-    const rg_attn_desc ad = {.n_tokens = T, .seq = seq, .pos = pos, .n_heads = nh, .n_kv_heads = nkv,
-                             .head_dim = hd, .window = geti(c, "window"), .max_ctx = max_ctx};
+    rg_attn_desc ad = {.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .window = geti(c, "window"),
+                       .max_ctx = max_ctx};
     const size_t qn = (size_t)T * nh * hd, kn = (size_t)T * nkv * hd, cache = (size_t)n_seqs * max_ctx * nkv * hd;
     float *q = farr(c, "q", NULL), *k = farr(c, "k", NULL), *v = farr(c, "v", NULL), *dy = farr(c, "dy", NULL);
     double *y = darr(c, "y", NULL), *dq = darr(c, "dq", NULL), *dk = darr(c, "dk", NULL), *dv = darr(c, "dv", NULL);
@@ -273,6 +277,8 @@ static void test_attention_backward(void **state) {
       rg_buf *kc = rg_buf_new(be, cache), *vc = rg_buf_new(be, cache), *out = rg_buf_new(be, qn);
       rg_buf *dkc = rg_buf_new(be, cache), *dvc = rg_buf_new(be, cache);
       rg_buf *dqb = grad_buf(be, qn), *dkb = grad_buf(be, kn), *dvb = grad_buf(be, kn);
+      rg_batch *bt = upload_batch(be, NULL, seq, pos, T);
+      ad.batch = bt;
       rg_op_kv_store(be, kc, vc, kb, vb, &ad);
       rg_op_attention(be, out, qb, kc, vc, &ad);
       expect("attention (fwd)", what, BACKENDS[bi].name, err_vs(be, out, y, qn, 0));
@@ -281,8 +287,16 @@ static void test_attention_backward(void **state) {
       expect("attention_backward", "dq", BACKENDS[bi].name, err_vs(be, dqb, dq, qn, PRE));
       expect("attention_backward", "dk", BACKENDS[bi].name, err_vs(be, dkb, dk, kn, PRE));
       expect("attention_backward", "dv", BACKENDS[bi].name, err_vs(be, dvb, dv, kn, PRE));
+      /* kv_store_backward leaves the cache-shaped gradients zero (the
+       * backward pass zeroes them once, not per layer) */
+      float *left = malloc(2 * cache * sizeof *left);
+      rg_buf_download(be, dkc, 0, left, cache);
+      rg_buf_download(be, dvc, 0, left + cache, cache);
+      for (size_t i = 0; i < 2 * cache; i++) assert_true(left[i] == 0.0f);
+      free(left);
       rg_buf *bufs[] = {qb, kb, vb, dyb, kc, vc, out, dkc, dvc, dqb, dkb, dvb};
       for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
+      rg_batch_free(be, bt);
       rg_backend_free(be);
     }
     free(seq), free(pos), free(q), free(k), free(v), free(dy), free(y), free(dq), free(dk), free(dv);
@@ -300,7 +314,11 @@ static void test_embed_backward(void **state) {
   for (int bi = 0; bi < N_BACKENDS; bi++) {
     rg_backend *be = new_backend(bi);
     rg_buf *dyb = upload(be, dy, (size_t)n * d), *dwb = grad_buf(be, (size_t)vocab * d);
-    rg_op_embed_backward(be, dwb, dyb, ids, n, d);
+    int *seq = calloc((size_t)n, sizeof *seq), *pos = calloc((size_t)n, sizeof *pos);
+    rg_batch *bt = upload_batch(be, ids, seq, pos, n);
+    rg_op_embed_backward(be, dwb, dyb, bt, d);
+    rg_batch_free(be, bt);
+    free(seq), free(pos);
     expect("embed_backward", "dw", BACKENDS[bi].name, err_vs(be, dwb, dw, (size_t)vocab * d, PRE));
     rg_buf_free(be, dyb), rg_buf_free(be, dwb);
     rg_backend_free(be);

@@ -85,15 +85,13 @@ static batch load(const char *name) {
   b.first[0] = index[0][0];
   b.first[1] = index[1][0];
   free(index[0]), free(index[1]);
-  rg_session_opts o = {.threads = 2, .weight_mode = RG_WEIGHTS_F32, .max_batch_tokens = b.n, .max_logit_rows = b.n,
-                       .train = true};
-  b.s = rg_session_new(b.m, 2, 8, &o);
-  if (!b.s) fail_msg("%s", rg_error_get());
+  rg_session_opts o = {.max_batch_tokens = b.n, .max_logit_rows = b.n, .train = true};
+  b.s = t_session(b.m, 2, RG_WEIGHTS_F32, 2, 8, &o);
   return b;
 }
 
 static void unload(batch *b) {
-  rg_session_free(b->s);
+  t_session_free(b->s);
   rg_model_free(b->m);
   cJSON_Delete(b->fx);
   free(b->ids), free(b->seq), free(b->rows), free(b->first), free(b->targets), free(b->scale);
@@ -227,12 +225,10 @@ static void test_errors(void **state) {
   assert_non_null(strstr(rg_error_get(), "out of range"));
   rg_grads_free(g);
 
-  rg_session_opts o = {.threads = 1};
-  rg_session *inf = rg_session_new(b.m, 1, 8, &o);
-  assert_non_null(inf);
+  rg_session *inf = t_session(b.m, 1, RG_WEIGHTS_AUTO, 1, 8, NULL);
   assert_null(rg_grads_new(inf));
   assert_non_null(strstr(rg_error_get(), "training session"));
-  rg_session_free(inf);
+  t_session_free(inf);
   free(logits);
   unload(&b);
 }

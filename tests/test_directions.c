@@ -217,14 +217,12 @@ static float *library_logits(const rg_model *m, const rg_intervention *iv) {
   for (int i = 0; i < n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(jids, i)->valueint;
   cJSON_Delete(j);
   free(out);
-  rg_session_opts so = {.threads = 2};
-  rg_session *s = rg_session_new(m, 1, n, &so);
-  assert_non_null(s);
+  rg_session *s = t_session(m, 2, RG_WEIGHTS_AUTO, 1, n, NULL);
   if (iv) assert_int_equal(rg_session_set_intervention(s, iv), 0);
   float *lg = malloc((size_t)m->cfg.vocab_size * sizeof *lg);
   const int32_t *prompts[1] = {ids};
   assert_int_equal(rg_session_prefill(s, prompts, &n, 1, lg), 0);
-  rg_session_free(s);
+  t_session_free(s);
   free(ids);
   return lg;
 }

@@ -144,11 +144,8 @@ static int max_len(void) {
 }
 
 static rg_session *new_session_mode(int max_seqs, int max_batch_tokens, rg_weight_mode mode) {
-  rg_session_opts o = {.threads = 2, .weight_mode = mode, .max_batch_tokens = max_batch_tokens};
-  rg_session *s = rg_session_new(F.m, max_seqs, max_len() + F.n_new + 1, &o);
-  if (!s) print_error("%s\n", rg_error_get());
-  assert_non_null(s);
-  return s;
+  rg_session_opts o = {.max_batch_tokens = max_batch_tokens};
+  return t_session(F.m, 2, mode, max_seqs, max_len() + F.n_new + 1, &o);
 }
 
 static rg_session *new_session(int max_seqs, int max_batch_tokens) {
@@ -296,7 +293,7 @@ static void check_condition(const char *cond) {
   free(logits);
   free(sites);
   free(cap.out);
-  rg_session_free(s);
+  t_session_free(s);
 }
 
 static void test_base(void **state) { check_condition("base"); }
@@ -322,7 +319,8 @@ static void test_batch_equals_single(void **state) {
   rg_session *s = new_session(F.n_prompts, 0);
   assert_int_equal(rg_session_prefill(s, (const int32_t *const *)F.ids, F.lens, F.n_prompts, batch), 0);
   rg_session *c = new_session_mode(F.n_prompts, 16, RG_WEIGHTS_TILED);
-  assert_int_equal(rg_session_weight_bytes(c) < rg_session_weight_bytes(s) / 100, 1); /* only norms copied */
+  /* only norms copied */
+  assert_int_equal(rg_weights_bytes(rg_session_weights(c)) < rg_weights_bytes(rg_session_weights(s)) / 100, 1);
   assert_int_equal(rg_session_prefill(c, (const int32_t *const *)F.ids, F.lens, F.n_prompts, chunked), 0);
   double worst_b = 0, worst_c = 0;
   for (int p = 0; p < F.n_prompts; p++) {
@@ -334,8 +332,8 @@ static void test_batch_equals_single(void **state) {
   print_message("batch vs single: max |diff| %.3g; 16-token chunks (tiled weights) vs single: %.3g\n", worst_b, worst_c);
   assert_true(worst_b <= SELF_TOL);
   assert_true(worst_c <= SELF_TOL);
-  rg_session_free(s);
-  rg_session_free(c);
+  t_session_free(s);
+  t_session_free(c);
   free(batch);
   free(chunked);
   free(one);
@@ -348,9 +346,8 @@ static void test_batch_equals_single(void **state) {
 static void test_decode_equals_prefill(void **state) {
   const size_t V = (size_t)F.vocab;
   const int K = 5, a = 0, b = F.n_prompts - 1;
-  rg_session_opts o = {.threads = 2, .max_batch_tokens = 512, .max_logit_rows = 512};
-  rg_session *s = rg_session_new(F.m, 2, max_len() + 1, &o);
-  assert_non_null(s);
+  rg_session_opts o = {.max_batch_tokens = 512, .max_logit_rows = 512};
+  rg_session *s = t_session(F.m, 2, RG_WEIGHTS_AUTO, 2, max_len() + 1, &o);
   float *full = malloc(2 * V * sizeof(float)), *step = malloc(2 * V * sizeof(float));
   const int32_t *pr[2] = {F.ids[a], F.ids[b]};
   assert_int_equal(rg_session_prefill(s, pr, (int[]){F.lens[a], F.lens[b]}, 2, full), 0);
@@ -380,7 +377,7 @@ static void test_decode_equals_prefill(void **state) {
   free(seq);
   free(full);
   free(step);
-  rg_session_free(s);
+  t_session_free(s);
 }
 
 /* All five sites of every layer for one prompt: the TransformerLens
@@ -444,7 +441,7 @@ static void test_hook_sites(void **state) {
   free(lg);
   free(sites);
   free(a.rows);
-  rg_session_free(s);
+  t_session_free(s);
 }
 
 /* The tiny HF models (safetensors f32/f16/bf16): tied llama, llama3 RoPE
@@ -470,9 +467,8 @@ static void test_hf_tiny(void **state) {
     rg_model *m = rg_model_load(dir);
     free(dir);
     if (!m) fail_msg("%s: %s", name, rg_error_get());
-    rg_session_opts o = {.threads = 2, .max_logit_rows = len};
-    rg_session *s = rg_session_new(m, 1, len, &o);
-    assert_non_null(s);
+    rg_session_opts o = {.max_logit_rows = len};
+    rg_session *s = t_session(m, 2, RG_WEIGHTS_AUTO, 1, len, &o);
     int32_t *ids = malloc((size_t)len * sizeof *ids);
     int *seq = calloc((size_t)len, sizeof *seq), *rows = malloc((size_t)len * sizeof *rows);
     for (int i = 0; i < len; i++) {
@@ -493,7 +489,7 @@ static void test_hf_tiny(void **state) {
     free(ids);
     free(seq);
     free(rows);
-    rg_session_free(s);
+    t_session_free(s);
     rg_model_free(m);
   }
   cJSON_Delete(idx);
@@ -537,7 +533,7 @@ static void test_sampling(void **state) {
   }
   rg_gen_results_free(gr, n);
   rg_gen_results_free(batch, n);
-  rg_session_free(s);
+  t_session_free(s);
 }
 
 /* End to end through the CLI (tokenizer + chat template + engine):
@@ -618,7 +614,7 @@ static void test_bad_input(void **state) {
   rg_intervention iv = {.actadd_vec = F.r, .actadd_layer = F.n_layers};
   assert_int_equal(rg_session_set_intervention(s, &iv), -1);
   free(lg);
-  rg_session_free(s);
+  t_session_free(s);
 }
 
 static void test_hook_names(void **state) {

@@ -96,8 +96,13 @@ static void test_token_grad_and_losses(void **state) {
   free(dir);
   assert_non_null(m);
   const int V = m->cfg.vocab_size, L = tc.c.n_suffix;
-  rg_session_opts to = {.threads = 2, .max_batch_tokens = tc.c.n, .max_logit_rows = 8, .train = true};
-  rg_session *train = rg_session_new(m, 1, tc.c.n, &to);
+  /* the gradient and candidate sessions share one set of weights, as in
+   * `refgeo attack` */
+  rg_backend_opts bo = {.threads = 2};
+  rg_weights *weights = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO);
+  assert_non_null(weights);
+  rg_session_opts to = {.max_batch_tokens = tc.c.n, .max_logit_rows = 8, .train = true};
+  rg_session *train = rg_session_new(weights, 1, tc.c.n, &to);
   assert_non_null(train);
   float *grad = malloc((size_t)L * V * sizeof *grad), loss;
   if (rg_gcg_token_grad(train, &tc.c, grad, &loss) != 0) fail_msg("%s", rg_error_get());
@@ -115,8 +120,8 @@ static void test_token_grad_and_losses(void **state) {
   assert_true(md / mr < TOL);
 
   /* candidates, on an inference session that holds 2 at a time (3 = 2 + 1) */
-  rg_session_opts io = {.threads = 2, .max_batch_tokens = 2 * tc.c.n, .max_logit_rows = 2 * tc.c.n_target};
-  rg_session *inf = rg_session_new(m, 2, tc.c.n, &io);
+  rg_session_opts io = {.max_batch_tokens = 2 * tc.c.n, .max_logit_rows = 2 * tc.c.n_target};
+  rg_session *inf = rg_session_new(weights, 2, tc.c.n, &io);
   assert_non_null(inf);
   const cJSON *cands = cJSON_GetObjectItem(t, "candidates"), *cl = cJSON_GetObjectItem(t, "candidate_losses");
   const int nc = cJSON_GetArraySize(cands);
@@ -160,6 +165,7 @@ static void test_token_grad_and_losses(void **state) {
   free(work), free(dis), free(cv), free(grad);
   rg_session_free(inf);
   rg_session_free(train);
+  rg_weights_free(weights);
   rg_model_free(m);
 }
 
@@ -170,11 +176,10 @@ static void test_bad_layout(void **state) {
   char *dir = t_hf_tiny("llama_f32");
   rg_model *m = rg_model_load(dir);
   free(dir);
-  rg_session_opts io = {.threads = 1};
-  rg_session *s = rg_session_new(m, 1, 8, &io);
+  rg_session *s = t_session(m, 1, RG_WEIGHTS_AUTO, 1, 8, NULL);
   assert_int_equal(rg_gcg_candidate_losses(s, &c, ids, 1, losses), -1);
   assert_non_null(strstr(rg_error_get(), "layout"));
-  rg_session_free(s);
+  t_session_free(s);
   rg_model_free(m);
 }
 

@@ -1,5 +1,5 @@
-/* test_optimizer.c: training steps end to end (rg_model_to_f32, a training
- * session, rg_session_loss_ce / rg_session_backward, rg_optimizer_step)
+/* test_optimizer.c: training steps end to end (rg_weights_make_trainable,
+ * a training session, rg_session_loss_ce / rg_session_backward, rg_optimizer_step)
  * against the same steps in transformers + torch.optim.AdamW in float64
  * (tests/fixtures/train/, from tools/reference/make_train_fixtures.py), on
  * two tiny Hugging Face models: 5 updates of one batch with clipping at a
@@ -35,23 +35,25 @@ static void check_training(const char *name) {
   rg_model *m = rg_model_load(dir);
   if (!m) fail_msg("%s", rg_error_get());
   free(dir);
-  /* Converting to f32 copies must not change the logits (bf16 and f32
-   * values are exact in f32). */
+  /* Making the weights trainable (f32 copies) must not change the logits
+   * of a session made before (bf16 and f32 values are exact in f32). */
   const int32_t probe[3] = {5, 17, 250};
   const int probe_seq[3] = {0, 0, 0}, probe_row = 2;
   const int V = m->cfg.vocab_size;
+  rg_backend_opts bo = {.threads = 2};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_TILED);
+  assert_non_null(w);
+  rg_session *is = rg_session_new(w, 1, 8, NULL);
+  assert_non_null(is);
   float *before = malloc((size_t)V * sizeof *before), *after = malloc((size_t)V * sizeof *after);
-  for (int pass = 0; pass < 2; pass++) {
-    rg_session_opts io = {.threads = 2};
-    rg_session *is = rg_session_new(m, 1, 8, &io);
-    assert_non_null(is);
-    assert_int_equal(rg_session_eval(is, probe, probe_seq, 3, &probe_row, 1, pass ? after : before), 0);
-    rg_session_free(is);
-    if (pass == 0 && rg_model_to_f32(m) != 0) fail_msg("%s", rg_error_get());
-  }
+  assert_int_equal(rg_session_eval(is, probe, probe_seq, 3, &probe_row, 1, before), 0);
+  if (rg_weights_make_trainable(w) != 0) fail_msg("%s", rg_error_get());
+  assert_int_equal(rg_weights_make_trainable(w), 0); /* idempotent */
+  rg_session_reset(is);
+  assert_int_equal(rg_session_eval(is, probe, probe_seq, 3, &probe_row, 1, after), 0);
+  rg_session_free(is);
   for (int v = 0; v < V; v++) assert_true(fabsf(before[v] - after[v]) <= 1e-6f * (1 + fabsf(before[v])));
   free(before), free(after);
-  assert_int_equal(rg_model_to_f32(m), 0); /* idempotent */
 
   const cJSON *seqs = cJSON_GetObjectItem(fx, "seqs");
   int n = 0, R = 0;
@@ -72,14 +74,14 @@ static void check_training(const char *name) {
   float scale[64], losses[64];
   for (int r = 0; r < R; r++) scale[r] = 1.0f / (float)R; /* the mean over rows */
 
-  rg_session_opts so = {.threads = 2, .max_batch_tokens = n, .max_logit_rows = R, .train = true};
-  rg_session *s = rg_session_new(m, 2, 16, &so);
+  rg_session_opts so = {.max_batch_tokens = n, .max_logit_rows = R, .train = true};
+  rg_session *s = rg_session_new(w, 2, 16, &so);
   assert_non_null(s);
   rg_grads *g = rg_grads_new(s);
   assert_non_null(g);
   rg_adamw_hparams h = rg_adamw_defaults();
   h.weight_decay = cJSON_GetObjectItem(fx, "weight_decay")->valuedouble;
-  rg_optimizer *o = rg_optimizer_new(m, g, &h);
+  rg_optimizer *o = rg_optimizer_new(w, g, &h);
   if (!o) fail_msg("%s", rg_error_get());
   const double lr = cJSON_GetObjectItem(fx, "lr")->valuedouble, max_norm = cJSON_GetObjectItem(fx, "max_norm")->valuedouble;
   float *logits = malloc((size_t)R * rg_session_vocab(s) * sizeof *logits);
@@ -95,7 +97,7 @@ static void check_training(const char *name) {
     rg_grads_zero(g);
     assert_int_equal(rg_session_backward(s, g, NULL), 0);
     double norm;
-    rg_optimizer_step(o, lr, max_norm, &norm);
+    assert_int_equal(rg_optimizer_step(o, lr, max_norm, &norm), 0);
     const double want_loss = cJSON_GetObjectItem(st, "loss")->valuedouble;
     const double want_norm = cJSON_GetObjectItem(st, "grad_norm")->valuedouble;
     const double el = fabs(loss - want_loss) / want_loss, en = fabs(norm - want_norm) / want_norm;
@@ -108,6 +110,7 @@ static void check_training(const char *name) {
   rg_optimizer_free(o);
   rg_grads_free(g);
   rg_session_free(s);
+  rg_weights_free(w);
   rg_model_free(m);
   cJSON_Delete(fx);
 }
@@ -115,22 +118,21 @@ static void check_training(const char *name) {
 static void test_llama(void **state) { check_training("llama_f32"); }
 static void test_qwen2(void **state) { check_training("qwen2_bf16"); }
 
-/* An optimizer needs the f32 copies it can write. */
+/* An optimizer needs trainable weights (the f32 copies it can write). */
 static void test_needs_f32(void **state) {
   char *dir = t_hf_tiny("llama3_bf16");
   rg_model *m = rg_model_load(dir);
   assert_non_null(m);
   free(dir);
-  rg_session_opts so = {.threads = 1, .train = true};
-  rg_session *s = rg_session_new(m, 1, 8, &so);
-  assert_non_null(s);
+  rg_session_opts so = {.train = true};
+  rg_session *s = t_session(m, 1, RG_WEIGHTS_AUTO, 1, 8, &so);
   rg_grads *g = rg_grads_new(s);
   assert_non_null(g);
   rg_adamw_hparams h = rg_adamw_defaults();
-  assert_null(rg_optimizer_new(m, g, &h));
-  assert_non_null(strstr(rg_error_get(), "rg_model_to_f32"));
+  assert_null(rg_optimizer_new((rg_weights *)rg_session_weights(s), g, &h));
+  assert_non_null(strstr(rg_error_get(), "rg_weights_make_trainable"));
   rg_grads_free(g);
-  rg_session_free(s);
+  t_session_free(s);
   rg_model_free(m);
 }
 

@@ -190,3 +190,23 @@ float *t_h5dump_floats(const char *file, const char *dset, size_t *n) {
   free(args);
   return v;
 }
+
+rg_session *t_session(const rg_model *m, int threads, rg_weight_mode mode, int max_seqs, int max_ctx,
+                      const rg_session_opts *opts) {
+  rg_backend_opts bo = {.threads = threads};
+  rg_weights *w = rg_weights_open(m, &bo, mode);
+  rg_session *s = w ? rg_session_new(w, max_seqs, max_ctx, opts) : NULL;
+  if (!s) {
+    rg_weights_free(w);
+    fail_msg("session: %s", rg_error_get());
+  }
+  return s;
+}
+
+void t_session_free(rg_session *s) {
+  if (!s) return;
+  /* the weights were made for this session alone (t_session) */
+  rg_weights *w = (rg_weights *)rg_session_weights(s);
+  rg_session_free(s);
+  rg_weights_free(w);
+}

@@ -8,6 +8,8 @@
 #include <setjmp.h> /* cmocka needs these three first */
 #include <cmocka.h>
 
+#include "model/forward.h"
+
 /* The value of an environment variable set by tests/CMakeLists.txt; fails the
  * test (does not skip) when it is missing, since scripts/test.sh sets all. */
 const char *t_env(const char *name);
@@ -52,5 +54,13 @@ char *t_h5dump(const char *args, const char *file);
 /* The float32 dataset DSET of FILE as little-endian values, through h5dump's
  * binary export (malloc'd); *n gets the count. */
 float *t_h5dump_floats(const char *file, const char *dset, size_t *n);
+
+/* A session on its own weights of M (a CPU backend of THREADS threads,
+ * weights in MODE): the common case of a test that needs one session.
+ * Fails the test on error. t_session_free frees the session, its weights
+ * and their backend. */
+rg_session *t_session(const rg_model *m, int threads, rg_weight_mode mode, int max_seqs, int max_ctx,
+                      const rg_session_opts *opts);
+void t_session_free(rg_session *s);
 
 #endif

@@ -89,6 +89,7 @@ static char *read_target(const cJSON *targets, const char *path, const char *id)
 
 typedef struct {
   rg_model *m;
+  rg_weights *w;
   rg_session *train, *inf;
   unsigned char *disallowed;
   char *before, *after;
@@ -204,11 +205,14 @@ int cmd_attack(int argc, char **argv) {
            : -1;
   j.add_bos = !t.bos_text || t.bos_text[0] == '\0'; /* a template that writes BOS gets no second one */
   if (rc == 0) {
-    rg_session_opts to = {.threads = threads, .max_batch_tokens = MAX_CTX, .max_logit_rows = MAX_CTX, .train = true};
-    rg_session_opts io = {.threads = threads, .max_batch_tokens = batch * 128, .max_logit_rows = batch * 32};
+    /* The gradient session and the candidate session share one copy of
+     * the weights (weights.h). */
+    rg_backend_opts bo = {.threads = threads};
+    rg_session_opts to = {.max_batch_tokens = MAX_CTX, .max_logit_rows = MAX_CTX, .train = true};
+    rg_session_opts io = {.max_batch_tokens = batch * 128, .max_logit_rows = batch * 32};
     j.disallowed = malloc((size_t)j.m->cfg.vocab_size);
-    if (!(j.train = rg_session_new(j.m, 1, MAX_CTX, &to)) || !(j.inf = rg_session_new(j.m, batch, MAX_CTX, &io)) ||
-        !j.disallowed)
+    if (!(j.w = rg_weights_open(j.m, &bo, RG_WEIGHTS_AUTO)) || !(j.train = rg_session_new(j.w, 1, MAX_CTX, &to)) ||
+        !(j.inf = rg_session_new(j.w, batch, MAX_CTX, &io)) || !j.disallowed)
       rc = j.disallowed ? -1 : rg_error_set("attack: out of memory");
   }
   if (rc == 0) rg_gcg_disallowed_tokens(j.m, j.disallowed);
@@ -237,6 +241,7 @@ int cmd_attack(int argc, char **argv) {
   rg_completions_free(&cases);
   rg_session_free(j.inf);
   rg_session_free(j.train);
+  rg_weights_free(j.w);
   free(j.disallowed), free(j.before), free(j.after);
   rg_chat_template_free(&t);
   rg_model_free(j.m);

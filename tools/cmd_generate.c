@@ -71,6 +71,7 @@ int cmd_generate(int argc, char **argv) {
   if (!m) return cli_fail();
   int32_t *ids = NULL, stop[2];
   int n_ids = 0, n_stop = 0, status = 1;
+  rg_weights *w = NULL;
   rg_session *s = NULL;
   rg_gen_result r = {0};
   char *text = NULL;
@@ -81,8 +82,8 @@ int cmd_generate(int argc, char **argv) {
     rg_error_set("--prompt: encodes to no tokens");
     goto end;
   }
-  rg_session_opts so = {.threads = threads};
-  if (!(s = rg_session_new(m, 1, n_ids + max_new, &so))) goto end;
+  rg_backend_opts bo = {.threads = threads};
+  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, 1, n_ids + max_new, NULL))) goto end;
   if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   rg_gen_opts go = {.max_new_tokens = max_new, .temperature = (float)temperature, .top_p = (float)top_p,
                     .seed = (uint64_t)seed, .stop_ids = stop, .n_stop = n_stop};
@@ -96,6 +97,7 @@ end:
   free(text);
   rg_gen_results_free(&r, 1);
   rg_session_free(s);
+  rg_weights_free(w);
   free(ids);
   cli_intervention_free(&ci);
   rg_model_free(m);

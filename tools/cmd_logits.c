@@ -92,6 +92,7 @@ int cmd_logits(int argc, char **argv) {
   }
   int32_t *ids = NULL, stop[2];
   int n_ids = 0, n_stop = 0, status = 1;
+  rg_weights *w = NULL;
   rg_session *s = NULL;
   float *lg = malloc((size_t)m->cfg.vocab_size * sizeof *lg);
   int *top = malloc((size_t)k * sizeof *top);
@@ -106,8 +107,8 @@ int cmd_logits(int argc, char **argv) {
     rg_error_set("--prompt: encodes to no tokens");
     goto end;
   }
-  rg_session_opts so = {.threads = threads};
-  if (!(s = rg_session_new(m, 1, n_ids, &so))) goto end;
+  rg_backend_opts bo = {.threads = threads};
+  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, 1, n_ids, NULL))) goto end;
   if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   const int32_t *prompts[1] = {ids};
   if (rg_session_prefill(s, prompts, &n_ids, 1, lg) < 0) goto end;
@@ -120,6 +121,7 @@ end:
   free(top);
   free(ids);
   rg_session_free(s);
+  rg_weights_free(w);
   cli_intervention_free(&ci);
   rg_model_free(m);
   return status;

@@ -7,7 +7,6 @@
 #include "model/backward.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
-#include "util/logsumexp.h"
 #include "util/rng.h"
 
 void rg_gcg_disallowed_tokens(const rg_model *m, unsigned char *disallowed) {
@@ -39,18 +38,18 @@ static int check_case(const rg_gcg_case *c) {
 
 int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, float *loss) {
   if (check_case(c) < 0) return -1;
-  const int n = c->n, nt = c->n_target, d = rg_session_model(train)->cfg.d_model, V = rg_session_vocab(train);
+  const int n = c->n, nt = c->n_target, d = rg_session_model(train)->cfg.d_model;
   int *seq = calloc((size_t)n, sizeof *seq), *rows = malloc((size_t)nt * sizeof *rows);
-  float *logits = malloc((size_t)nt * V * sizeof *logits), *scale = malloc((size_t)nt * sizeof *scale);
+  float *scale = malloc((size_t)nt * sizeof *scale);
   float *losses = malloc((size_t)nt * sizeof *losses), *d_embed = malloc((size_t)n * d * sizeof *d_embed);
-  int rc = seq && rows && logits && scale && losses && d_embed ? 0 : rg_error_set("gcg: out of memory");
+  int rc = seq && rows && scale && losses && d_embed ? 0 : rg_error_set("gcg: out of memory");
   for (int r = 0; rc == 0 && r < nt; r++) {
     rows[r] = n - nt - 1 + r; /* position t predicts token t + 1 */
     scale[r] = 1.0f / (float)nt;
   }
   if (rc == 0) {
     rg_session_reset(train);
-    rc = rg_session_eval(train, c->ids, seq, n, rows, nt, logits);
+    rc = rg_session_eval(train, c->ids, seq, n, rows, nt, NULL); /* the loss reads them on the backend */
   }
   if (rc == 0) rc = rg_session_loss_ce(train, c->ids + n - nt, scale, losses);
   if (rc == 0) rc = rg_session_backward(train, NULL, d_embed);
@@ -61,7 +60,7 @@ int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, floa
     for (int r = 0; r < nt; r++) sum += losses[r];
     *loss = (float)(sum / nt);
   }
-  free(seq), free(rows), free(logits), free(scale), free(losses), free(d_embed);
+  free(seq), free(rows), free(scale), free(losses), free(d_embed);
   return rc < 0 ? rg_error_prefix("gcg token gradient") : 0;
 }
 
@@ -110,16 +109,16 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
 
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses) {
   if (check_case(c) < 0) return -1;
-  const int n = c->n, nt = c->n_target, V = rg_session_vocab(s);
+  const int n = c->n, nt = c->n_target;
   int chunk = rg_session_max_seqs(s);
   if (rg_session_max_batch_tokens(s) / n < chunk) chunk = rg_session_max_batch_tokens(s) / n;
   if (rg_session_max_logit_rows(s) / nt < chunk) chunk = rg_session_max_logit_rows(s) / nt;
   if (chunk < 1 || n > rg_session_max_ctx(s))
     return rg_error_set("gcg: the session cannot hold one %d-token candidate with %d target rows", n, nt);
-  int32_t *ids = malloc((size_t)chunk * n * sizeof *ids);
+  int32_t *ids = malloc((size_t)chunk * n * sizeof *ids), *targets = malloc((size_t)chunk * nt * sizeof *targets);
   int *seq = malloc((size_t)chunk * n * sizeof *seq), *rows = malloc((size_t)chunk * nt * sizeof *rows);
-  float *logits = malloc((size_t)chunk * nt * V * sizeof *logits);
-  int rc = ids && seq && rows && logits ? 0 : rg_error_set("gcg: out of memory");
+  float *row_loss = malloc((size_t)chunk * nt * sizeof *row_loss);
+  int rc = ids && targets && seq && rows && row_loss ? 0 : rg_error_set("gcg: out of memory");
   for (int j0 = 0; rc == 0 && j0 < n_cands; j0 += chunk) {
     const int k = n_cands - j0 < chunk ? n_cands - j0 : chunk;
     for (int b = 0; b < k; b++) {
@@ -127,20 +126,22 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
       memcpy(x, c->ids, (size_t)n * sizeof *x);
       memcpy(x + c->suffix_start, cands + (size_t)(j0 + b) * c->n_suffix, (size_t)c->n_suffix * sizeof *x);
       for (int i = 0; i < n; i++) seq[b * n + i] = b;
-      for (int r = 0; r < nt; r++) rows[b * nt + r] = b * n + n - nt - 1 + r;
+      for (int r = 0; r < nt; r++) {
+        rows[b * nt + r] = b * n + n - nt - 1 + r;
+        targets[b * nt + r] = c->ids[n - nt + r];
+      }
     }
+    /* The cross entropy runs on the backend: only k * nt losses come back,
+     * not k * nt rows of vocabulary-sized logits. */
     rg_session_reset(s);
-    rc = rg_session_eval(s, ids, seq, k * n, rows, k * nt, logits);
+    rc = rg_session_eval_ce(s, ids, seq, k * n, rows, targets, k * nt, row_loss);
     for (int b = 0; rc == 0 && b < k; b++) {
       double sum = 0;
-      for (int r = 0; r < nt; r++) {
-        const float *z = logits + ((size_t)b * nt + r) * V;
-        sum += rg_log_sum_exp(z, V) - z[c->ids[n - nt + r]];
-      }
+      for (int r = 0; r < nt; r++) sum += row_loss[b * nt + r];
       losses[j0 + b] = (float)(sum / nt);
     }
   }
-  free(ids), free(seq), free(rows), free(logits);
+  free(ids), free(targets), free(seq), free(rows), free(row_loss);
   return rc < 0 ? rg_error_prefix("gcg candidate losses") : 0;
 }
 

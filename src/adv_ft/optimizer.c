@@ -6,72 +6,76 @@
 #include "util/error.h"
 
 struct rg_optimizer {
-  rg_model *m;
+  rg_weights *w;
   rg_grads *g;
-  rg_adamw *adamw;
-  float **params; /* per gradient entry: the model's f32 data */
-  float *host;    /* every gradient, downloaded back to back */
-  size_t *offset; /* of entry i in host */
+  rg_adamw_hparams h;
+  long steps;
+  rg_buf **m, **v; /* per parameter: the AdamW moments, on the backend */
 };
 
-rg_optimizer *rg_optimizer_new(rg_model *m, rg_grads *g, const rg_adamw_hparams *h) {
+rg_optimizer *rg_optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h) {
+  if (!rg_weights_trainable(w)) {
+    rg_error_set("optimizer: the weights are not trainable (rg_weights_make_trainable)");
+    return NULL;
+  }
   const int n = rg_grads_count(g);
+  if (n != rg_weights_count(w)) {
+    rg_error_set("optimizer: %d gradients for %d parameters (gradients of other weights?)", n, rg_weights_count(w));
+    return NULL;
+  }
   rg_optimizer *o = calloc(1, sizeof *o);
-  size_t *sizes = malloc((size_t)(n ? n : 1) * sizeof *sizes);
-  if (!o || !sizes || !(o->params = calloc((size_t)(n ? n : 1), sizeof *o->params)) ||
-      !(o->offset = malloc((size_t)(n ? n : 1) * sizeof *o->offset))) {
-    free(sizes);
+  if (!o || !(o->m = calloc((size_t)(n ? n : 1), sizeof *o->m)) || !(o->v = calloc((size_t)(n ? n : 1), sizeof *o->v))) {
     rg_optimizer_free(o);
     rg_error_set("optimizer: out of memory");
     return NULL;
   }
-  o->m = m;
+  o->w = w;
   o->g = g;
-  size_t total = 0;
+  o->h = *h;
+  rg_backend *be = rg_weights_backend(w);
   for (int i = 0; i < n; i++) {
-    const rg_tensor *t = rg_grads_tensor(g, i);
-    if (!(o->params[i] = rg_model_f32_data(m, t))) {
-      free(sizes);
+    const size_t len = (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+    if (!(o->m[i] = rg_buf_new(be, len)) || !(o->v[i] = rg_buf_new(be, len))) {
+      rg_error_prefix("optimizer: moments of %s", rg_weights_tensor(w, i)->name);
       rg_optimizer_free(o);
-      rg_error_set("optimizer: %s: the model's parameters are not float32 copies (rg_model_to_f32)", t->name);
       return NULL;
     }
-    sizes[i] = (size_t)rg_tensor_nelems(t);
-    o->offset[i] = total;
-    total += sizes[i];
-  }
-  o->host = malloc((total ? total : 1) * sizeof *o->host);
-  o->adamw = o->host ? rg_adamw_new(h, sizes, n) : NULL;
-  free(sizes);
-  if (!o->adamw) {
-    rg_optimizer_free(o);
-    rg_error_set("optimizer: out of memory for %zu gradient floats", total);
-    return NULL;
   }
   return o;
 }
 
 void rg_optimizer_free(rg_optimizer *o) {
   if (!o) return;
-  rg_adamw_free(o->adamw);
-  free(o->params);
-  free(o->host);
-  free(o->offset);
+  rg_backend *be = o->w ? rg_weights_backend(o->w) : NULL;
+  for (int i = 0; be && i < rg_grads_count(o->g); i++) {
+    rg_buf_free(be, o->m[i]);
+    rg_buf_free(be, o->v[i]);
+  }
+  free(o->m);
+  free(o->v);
   free(o);
 }
 
-void rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_norm) {
+int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_norm) {
+  rg_backend *be = rg_weights_backend(o->w);
   const int n = rg_grads_count(o->g);
   double ss = 0;
   for (int i = 0; i < n; i++) {
-    float *gi = o->host + o->offset[i];
-    rg_grads_download(o->g, i, gi);
-    const size_t len = (size_t)rg_tensor_nelems(rg_grads_tensor(o->g, i));
-    for (size_t k = 0; k < len; k++) ss += (double)gi[k] * gi[k];
+    double part;
+    if (rg_op_sum_squares(be, rg_grads_buf(o->g, i), &part) < 0) return rg_error_prefix("optimizer");
+    ss += part;
   }
   const double norm = sqrt(ss);
-  const float coef = max_norm > 0 ? (float)rg_grad_clip_coef(norm, max_norm) : 1.0f;
-  rg_adamw_begin_step(o->adamw);
-  for (int i = 0; i < n; i++) rg_adamw_update(o->adamw, i, o->params[i], o->host + o->offset[i], coef, lr);
+  const rg_adamw_step st = {.lr = lr,
+                            .beta1 = o->h.beta1,
+                            .beta2 = o->h.beta2,
+                            .eps = o->h.eps,
+                            .weight_decay = o->h.weight_decay,
+                            .step = ++o->steps,
+                            .grad_scale = max_norm > 0 ? (float)rg_grad_clip_coef(norm, max_norm) : 1.0f};
+  for (int i = 0; i < n; i++) rg_op_adamw(be, rg_weights_param(o->w, i), rg_grads_buf(o->g, i), o->m[i], o->v[i], &st);
   if (grad_norm) *grad_norm = norm;
+  return rg_backend_status(be) < 0 ? rg_error_prefix("optimizer") : 0;
 }
+
+long rg_optimizer_steps(const rg_optimizer *o) { return o->steps; }

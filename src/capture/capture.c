@@ -175,8 +175,9 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
   float *logits = malloc((size_t)c.batch * m->cfg.vocab_size * sizeof(float));
   uint32_t *layer_sites = malloc((size_t)m->cfg.n_layers * sizeof *layer_sites);
   if (rc == 0 && (!buf || !logits || !layer_sites)) rc = rg_error_set("%s: out of memory", ck->path);
-  rg_session_opts so = {.threads = o->threads};
-  if (rc == 0 && !(s = rg_session_new(m, c.batch, max_len, &so))) rc = -1;
+  rg_backend_opts bo = {.threads = o->threads};
+  rg_weights *w = rc == 0 ? rg_weights_open(m, &bo, RG_WEIGHTS_AUTO) : NULL;
+  if (rc == 0 && (!w || !(s = rg_session_new(w, c.batch, max_len, NULL)))) rc = -1;
   double t0 = now_s();
   if (rc == 0) rc = rg_acts_begin_step(f, ck->step, ck->path);
   for (int i = 0; rc == 0 && i < o->n_splits; i++) rc = capture_split(&c, s, m, &o->splits[i], &tk[i], layer_sites, buf, logits);
@@ -188,6 +189,7 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
     fflush(o->log);
   }
   rg_session_free(s);
+  rg_weights_free(w);
   free(layer_sites);
   free(logits);
   free(buf);

@@ -36,6 +36,7 @@ int rg_refusal_tokens_default(const rg_tokenizer *t, int32_t *ids) {
 
 struct rg_scorer {
   const rg_model *m;
+  rg_weights *w;
   rg_session *s;
   int vocab, d_model, n_harmful, n_harmless;
   const int32_t **ids; /* harmful then harmless prompts, one prefill batch */
@@ -115,8 +116,10 @@ rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const
   /* One prefill call per batch where it fits: fewer, larger matrix products
    * are what makes 2 cores fast; 4096 tokens keep the activation buffers at
    * a few tens of MB for small models. */
-  rg_session_opts so = {.threads = threads, .max_batch_tokens = total < 4096 ? (int)total : 4096};
-  if (!(sc->s = rg_session_new(m, n, max_len, &so))) goto fail;
+  rg_session_opts so = {.max_batch_tokens = total < 4096 ? (int)total : 4096};
+  rg_backend_opts bo = {.threads = threads};
+  if (!(sc->w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(sc->s = rg_session_new(sc->w, n, max_len, &so)))
+    goto fail;
   if (rg_session_prefill(sc->s, sc->ids, sc->lens, n, sc->logits) < 0) goto fail;
   memcpy(sc->base_logits, sc->logits + (size_t)harmful->n * vocab, (size_t)harmless->n * vocab * sizeof(float));
   sc->base_harmful = mean_score(sc, 0, harmful->n);
@@ -130,6 +133,7 @@ fail:
 void rg_scorer_free(rg_scorer *sc) {
   if (!sc) return;
   rg_session_free(sc->s);
+  rg_weights_free(sc->w);
   free(sc->ids);
   free(sc->lens);
   free(sc->refusal);

@@ -73,11 +73,12 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
   for (int i = 0; i < n; i++)
     if (lens[i] > max_len) max_len = lens[i];
   int batch = o->batch < n ? o->batch : n;
-  rg_session_opts so = {.threads = o->threads};
-  rg_session *s = rg_session_new(m, batch, max_len + o->max_new_tokens, &so);
-  if (!s) return -1;
-  if (o->intervention && rg_session_set_intervention(s, o->intervention) < 0) {
+  rg_backend_opts bo = {.threads = o->threads};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO);
+  rg_session *s = w ? rg_session_new(w, batch, max_len + o->max_new_tokens, NULL) : NULL;
+  if (!s || (o->intervention && rg_session_set_intervention(s, o->intervention) < 0)) {
     rg_session_free(s);
+    rg_weights_free(w);
     return -1;
   }
   rg_gen_opts go = {.max_new_tokens = o->max_new_tokens, .stop_ids = o->stop_ids, .n_stop = o->n_stop};
@@ -92,6 +93,7 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
     rg_gen_results_free(r, k);
   }
   rg_session_free(s);
+  rg_weights_free(w);
   if (rc < 0)
     for (int i = 0; i < n; i++) {
       free(generations[i]);

@@ -9,18 +9,24 @@
  * (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
  *
  * Everything else (norms, RoPE, attention, elementwise ops) is OpenMP loops.
- * The gradient operations are in backend_cpu_grad.c.
- * One OpenMP team of `threads` threads does all the work: a matmul gives
- * each thread a slice of the weight rows and a single-threaded sgemm
- * (Debian's OpenBLAS is the pthreads build; its own thread count is set to 1
- * for the duration of the call and restored after, so other users of
- * OpenBLAS in the process keep their setting). See cpu_matmul for why.
+ * The gradient and optimizer operations are in backend_cpu_grad.c.
+ *
+ * Threads: every parallel region names its team size (num_threads) from
+ * this backend's count, so two CPU backends with different counts coexist,
+ * even used from two threads at once; nothing calls omp_set_num_threads. A
+ * matmul gives each thread of the team a slice of the weight rows and a
+ * single-threaded sgemm, so OpenBLAS's own (process-wide) thread count is
+ * set to 1, once, when the first CPU backend is made (Debian's OpenBLAS is
+ * the pthreads build; see cpu_matmul for why).
  */
 #include "model/backend.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +34,26 @@
 
 #include "model/backend_cpu_internal.h"
 #include "util/error.h"
+
+/* ---------------------------------------------------------------- errors */
+
+/* Records the first failure of an operation (backend.h, "Errors"). */
+void cpu_fail(rg_backend *be, const char *fmt, ...) {
+  cpu_backend *c = cpu(be);
+  if (c->failed) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->error, sizeof c->error, fmt, ap);
+  va_end(ap);
+  c->failed = true;
+}
+
+static int cpu_status(rg_backend *be) {
+  cpu_backend *c = cpu(be);
+  if (!c->failed) return 0;
+  c->failed = false;
+  return rg_error_set("cpu backend: %s", c->error);
+}
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -54,8 +80,45 @@ static void cpu_buf_upload(rg_backend *be, rg_buf *dst, size_t offset, const flo
   memcpy(dst->data + offset, src, n * sizeof(float));
 }
 
-static void cpu_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
+static int cpu_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
   memcpy(dst, src->data + offset, n * sizeof(float));
+  return cpu_status(be);
+}
+
+static rg_batch *cpu_batch_new(rg_backend *be, int cap) {
+  rg_batch *b = calloc(1, sizeof *b);
+  const size_t n = cap > 0 ? (size_t)cap : 1;
+  if (b) {
+    b->cap = cap;
+    b->ids = malloc(n * sizeof *b->ids);
+    b->seq = malloc(n * sizeof *b->seq);
+    b->pos = malloc(n * sizeof *b->pos);
+  }
+  if (!b || !b->ids || !b->seq || !b->pos) {
+    if (b) free(b->ids), free(b->seq), free(b->pos);
+    free(b);
+    rg_error_set("cpu backend: out of memory for a %d-token batch", cap);
+    return NULL;
+  }
+  return b;
+}
+
+static void cpu_batch_free(rg_backend *be, rg_batch *b) {
+  free(b->ids);
+  free(b->seq);
+  free(b->pos);
+  free(b);
+}
+
+static void cpu_batch_set(rg_backend *be, rg_batch *b, const int32_t *ids, const int *seq, const int *pos, int n) {
+  if (n < 0 || n > b->cap) {
+    cpu_fail(be, "batch of %d tokens, room for %d", n, b->cap);
+    return;
+  }
+  if (ids) memcpy(b->ids, ids, (size_t)n * sizeof *ids);
+  memcpy(b->seq, seq, (size_t)n * sizeof *seq);
+  memcpy(b->pos, pos, (size_t)n * sizeof *pos);
+  b->n = n;
 }
 
 static void cpu_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width) {
@@ -67,12 +130,12 @@ static void cpu_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, cons
 
 /* Dequantizes rows [r0, r0+n) into dst; the dtype was checked at creation,
  * so rg_dequantize_row cannot fail here. */
-static void dequant_rows(const rg_bweight *w, int64_t r0, int64_t n, float *dst) {
-#pragma omp parallel for schedule(static) if (n * w->cols > PAR_MIN)
+static void dequant_rows(rg_backend *be, const rg_bweight *w, int64_t r0, int64_t n, float *dst) {
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n * w->cols > PAR_MIN)
   for (int64_t r = 0; r < n; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), dst + r * w->cols, w->cols);
 }
 
-static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t) {
+static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_form form) {
   const rg_dtype_info *info = rg_dtype_get(t->type);
   const char *name = t->name ? t->name : "(tensor)";
   if (!info || !info->can_dequantize) {
@@ -96,7 +159,7 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t) {
   bool aligned_f32 = t->type == RG_F32 && ((uintptr_t)t->data % sizeof(float)) == 0;
   if (aligned_f32) {
     w->f32 = t->data;
-  } else if (rows == 1 || cpu(be)->copy_f32 || t->type == RG_F32) {
+  } else if (rows == 1 || form == RG_FORM_F32 || t->type == RG_F32) {
     /* Vectors (norms, biases) are always copied: they are tiny and used
      * whole. A misaligned f32 matrix is copied too. */
     w->owned = malloc((size_t)rows * (size_t)cols * sizeof(float));
@@ -105,7 +168,7 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t) {
       rg_error_set("%s: out of memory for a %lld x %lld f32 copy", name, (long long)rows, (long long)cols);
       return NULL;
     }
-    dequant_rows(w, 0, rows, w->owned);
+    dequant_rows(be, w, 0, rows, w->owned);
     w->f32 = w->owned;
   } else if (cpu(be)->tile_floats < (size_t)cols) {
     /* A tiled matrix: make sure each thread's scratch holds one of its rows. */
@@ -132,11 +195,34 @@ static size_t cpu_weight_bytes(const rg_bweight *w) {
   return w->owned ? (size_t)w->rows * (size_t)w->cols * sizeof(float) : 0;
 }
 
+static int cpu_weight_make_f32(rg_backend *be, rg_bweight *w) {
+  if (w->owned) return 0;
+  const size_t n = (size_t)w->rows * (size_t)w->cols;
+  float *copy = malloc(n * sizeof *copy);
+  if (!copy)
+    return rg_error_set("%s: out of memory for a %zu-float f32 copy", w->t->name ? w->t->name : "(tensor)", n);
+  if (w->f32)
+    memcpy(copy, w->f32, n * sizeof *copy);
+  else
+    dequant_rows(be, w, 0, w->rows, copy);
+  w->owned = copy;
+  w->f32 = copy;
+  return 0;
+}
+
+static int cpu_weight_download(rg_backend *be, const rg_bweight *w, float *dst) {
+  if (w->f32)
+    memcpy(dst, w->f32, (size_t)w->rows * (size_t)w->cols * sizeof *dst);
+  else
+    dequant_rows(be, w, 0, w->rows, dst);
+  return cpu_status(be);
+}
+
 /* ---------------------------------------------------------------- matmul */
 
 /* Every thread of the OpenMP team multiplies its own contiguous slice of
- * W's rows with a single-threaded sgemm (OpenBLAS is held at 1 thread for
- * the call). Measured on 2 cores: letting OpenBLAS's own pthreads run the
+ * W's rows with a single-threaded sgemm (OpenBLAS runs at 1 thread, set
+ * once in rg_backend_cpu_new). Measured on 2 cores: letting OpenBLAS's own pthreads run the
  * sgemm right after an OpenMP region loses 3x, because the idle OpenMP
  * workers keep spinning on the same cores (libgomp's default wait policy);
  * one thread team for everything avoids that. */
@@ -144,8 +230,6 @@ static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
   cpu_backend *c = cpu(be);
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
   const int team = be->threads < N / 16 ? be->threads : (N / 16 > 0 ? N / 16 : 1);
 #pragma omp parallel num_threads(team)
   {
@@ -174,13 +258,14 @@ static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
       for (int m = 0; m < M; m++)
         for (int n = n0; n < n1; n++) y->data[(size_t)m * N + n] += bias->f32[n];
   }
-  openblas_set_num_threads(blas_threads);
 }
 
-static void cpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const int32_t *ids, int n) {
+static void cpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const rg_batch *b) {
   const int64_t d = w->cols;
+  const int n = b->n;
+  const int32_t *ids = b->ids;
   float *o = out->data;
-#pragma omp parallel for schedule(static) if ((size_t)n * d > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)n * d > PAR_MIN)
   for (int i = 0; i < n; i++) {
     if (w->f32)
       memcpy(o + (size_t)i * d, w->f32 + (size_t)ids[i] * d, (size_t)d * sizeof(float));
@@ -194,7 +279,7 @@ static void cpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const in
 static void cpu_rmsnorm(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bweight *w, int rows, int d, float eps) {
   const float *xd = x->data, *g = w->f32;
   float *yd = y->data;
-#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * d > PAR_MIN)
   for (int r = 0; r < rows; r++) {
     const float *xr = xd + (size_t)r * d;
     float *yr = yd + (size_t)r * d;
@@ -206,11 +291,13 @@ static void cpu_rmsnorm(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bwe
   }
 }
 
-void cpu_rope_rotate(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
-                     const float *inv_freq, bool adjacent, float sign) {
-  const int half = head_dim / 2;
+void cpu_rope_rotate(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim,
+                     const rg_buf *inv_freq_buf, bool adjacent, float sign) {
+  const int half = head_dim / 2, n_tokens = b->n;
+  const int *pos = b->pos;
+  const float *inv_freq = inv_freq_buf->data;
   float *xd = x->data;
-#pragma omp parallel for schedule(static) if ((size_t)n_tokens * n_heads * head_dim > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)n_tokens * n_heads * head_dim > PAR_MIN)
   for (int t = 0; t < n_tokens; t++) {
     float cs[RG_MAX_HEAD_DIM / 2], sn[RG_MAX_HEAD_DIM / 2];
     for (int i = 0; i < half; i++) {
@@ -221,38 +308,38 @@ void cpu_rope_rotate(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int h
     for (int h = 0; h < n_heads; h++) {
       float *v = xd + ((size_t)t * n_heads + h) * head_dim;
       for (int i = 0; i < half; i++) {
-        int a = adjacent ? 2 * i : i, b = adjacent ? 2 * i + 1 : i + half;
-        float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs[i] - x1 * sn[i];
-        v[b] = x1 * cs[i] + x0 * sn[i];
+        int i0 = adjacent ? 2 * i : i, i1 = adjacent ? 2 * i + 1 : i + half;
+        float x0 = v[i0], x1 = v[i1];
+        v[i0] = x0 * cs[i] - x1 * sn[i];
+        v[i1] = x1 * cs[i] + x0 * sn[i];
       }
     }
   }
 }
 
-static void cpu_rope(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
-                     const float *inv_freq, bool adjacent) {
-  cpu_rope_rotate(be, x, n_tokens, n_heads, head_dim, pos, inv_freq, adjacent, 1.0f);
+static void cpu_rope(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim, const rg_buf *inv_freq,
+                     bool adjacent) {
+  cpu_rope_rotate(be, x, b, n_heads, head_dim, inv_freq, adjacent, 1.0f);
 }
 
 static void cpu_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n) {
   const float *g = gate->data, *u = up->data;
   float *o = out->data;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
   for (size_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void cpu_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n) {
   const float *ad = a->data, *bd = b->data;
   float *yd = y->data;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
   for (size_t i = 0; i < n; i++) yd[i] = ad[i] + bd[i];
 }
 
 static void cpu_ablate(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit) {
   const float *u = unit->data;
   float *xd = x->data;
-#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * d > PAR_MIN)
   for (int r = 0; r < rows; r++) {
     float *xr = xd + (size_t)r * d;
     double dot = 0;
@@ -265,7 +352,7 @@ static void cpu_ablate(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf 
 static void cpu_add_scaled(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c) {
   const float *vd = v->data;
   float *xd = x->data;
-#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * d > PAR_MIN)
   for (int r = 0; r < rows; r++)
     for (int i = 0; i < d; i++) xd[(size_t)r * d + i] += c * vd[i];
 }
@@ -275,8 +362,9 @@ static void cpu_add_scaled(rg_backend *be, rg_buf *x, int rows, int d, const rg_
 static void cpu_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const rg_buf *k, const rg_buf *v,
                          const rg_attn_desc *a) {
   const size_t kvd = (size_t)a->n_kv_heads * a->head_dim;
-  for (int t = 0; t < a->n_tokens; t++) {
-    size_t slot = ((size_t)a->seq[t] * a->max_ctx + a->pos[t]) * kvd;
+  const rg_batch *b = a->batch;
+  for (int t = 0; t < b->n; t++) {
+    size_t slot = ((size_t)b->seq[t] * a->max_ctx + b->pos[t]) * kvd;
     memcpy(k_cache->data + slot, k->data + t * kvd, kvd * sizeof(float));
     memcpy(v_cache->data + slot, v->data + t * kvd, kvd * sizeof(float));
   }
@@ -291,14 +379,15 @@ static void cpu_attention(rg_backend *be, rg_buf *out, const rg_buf *q, const rg
   const float scale = 1.0f / sqrtf((float)hd);
   const float *qd = q->data, *kc = k_cache->data, *vc = v_cache->data;
   float *od = out->data;
-  const int n_work = a->n_tokens * nh;
-#pragma omp parallel for schedule(dynamic, 4) if (n_work > 1)
+  const rg_batch *b = a->batch;
+  const int n_work = b->n * nh;
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 4) if (n_work > 1)
   for (int w = 0; w < n_work; w++) {
     const int t = w / nh, h = w % nh, kvh = h / group;
-    const int p = a->pos[t];
+    const int p = b->pos[t];
     const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
     const float *qv = qd + ((size_t)t * nh + h) * hd;
-    const size_t base = (size_t)a->seq[t] * a->max_ctx * kvd + (size_t)kvh * hd;
+    const size_t base = (size_t)b->seq[t] * a->max_ctx * kvd + (size_t)kvh * hd;
     float *o = od + ((size_t)t * nh + h) * hd;
     float m = -INFINITY, l = 0;
     for (int i = 0; i < hd; i++) o[i] = 0;
@@ -330,14 +419,20 @@ static void cpu_free(rg_backend *be) {
 static const rg_backend_iface CPU_IFACE = {
     .name = "cpu",
     .free = cpu_free,
+    .status = cpu_status,
     .buf_new = cpu_buf_new,
     .buf_free = cpu_buf_free,
     .buf_upload = cpu_buf_upload,
     .buf_download = cpu_buf_download,
+    .batch_new = cpu_batch_new,
+    .batch_free = cpu_batch_free,
+    .batch_set = cpu_batch_set,
     .gather_rows = cpu_gather_rows,
     .weight_new = cpu_weight_new,
     .weight_free = cpu_weight_free,
     .weight_bytes = cpu_weight_bytes,
+    .weight_make_f32 = cpu_weight_make_f32,
+    .weight_download = cpu_weight_download,
     .matmul = cpu_matmul,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
@@ -358,24 +453,23 @@ static const rg_backend_iface CPU_IFACE = {
     .attention_backward = cpu_attention_backward,
     .kv_store_backward = cpu_kv_store_backward,
     .cross_entropy = cpu_cross_entropy,
+    .sum_squares = cpu_sum_squares,
+    .adamw = cpu_adamw,
 };
 
+static void blas_single_threaded(void) { openblas_set_num_threads(1); }
+
 rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
+  static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
   rg_backend_opts o = opts ? *opts : (rg_backend_opts){0};
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) {
     rg_error_set("cpu backend: out of memory");
     return NULL;
   }
+  pthread_once(&blas_once, blas_single_threaded);
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads < 1) threads = 1;
-  omp_set_num_threads(threads);
   c->base = (rg_backend){.iface = &CPU_IFACE, .threads = threads};
-  if (o.weight_mode == RG_WEIGHTS_AUTO) {
-    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    c->copy_f32 = o.f32_weight_bytes > 0 && (double)o.f32_weight_bytes < 0.25 * ram;
-  } else {
-    c->copy_f32 = o.weight_mode == RG_WEIGHTS_F32;
-  }
   return &c->base;
 }

@@ -1,5 +1,5 @@
-/* backend_cpu_grad.c: the CPU backend's gradient operations (backend.h,
- * "gradients"). Matrix products are cblas_sgemm with beta = 1, so they add
+/* backend_cpu_grad.c: the CPU backend's gradient and optimizer operations
+ * (backend.h, "gradients" and "training"). Matrix products are cblas_sgemm with beta = 1, so they add
  * into the gradients; the rest are OpenMP loops. Work is split so that no
  * two threads ever add into the same float: matmul's dx by column slices
  * and dw by row slices, attention's dk/dv by (sequence, kv head), rmsnorm's
@@ -38,9 +38,7 @@ void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, 
                          int M, const rg_bweight *w) {
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
-  cpu_backend *c = cpu(be);
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1); /* one OpenMP team does all the work, as in cpu_matmul */
+  cpu_backend *c = cpu(be); /* one OpenMP team does all the work, as in cpu_matmul */
   /* A tiled weight is dequantized one shared tile of rows at a time, by all
    * threads, into the backend's scratch (tile_floats per thread). */
   const int tile_rows = w->f32 ? 0 : (int)(c->tile_floats * (size_t)be->threads / (size_t)K);
@@ -76,14 +74,13 @@ void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, 
       }
     }
   }
-  openblas_set_num_threads(blas_threads);
 }
 
-void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d) {
+void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const rg_batch *b, int d) {
   /* Serial over tokens (repeated ids add into one row); n * d is small
    * next to any matmul of the same batch. */
-  for (int i = 0; i < n; i++) {
-    float *row = dw->data + (size_t)ids[i] * d;
+  for (int i = 0; i < b->n; i++) {
+    float *row = dw->data + (size_t)b->ids[i] * d;
     const float *g = dy->data + (size_t)i * d;
     for (int j = 0; j < d; j++) row[j] += g[j];
   }
@@ -102,7 +99,7 @@ static double inv_rms(const float *x, int d, float eps) {
 void cpu_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *dy, const rg_buf *x,
                           const rg_bweight *w, int rows, int d, float eps) {
   const float *g = w->f32;
-#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * d > PAR_MIN)
   for (int r = 0; r < rows; r++) {
     const float *xr = x->data + (size_t)r * d, *gr = dy->data + (size_t)r * d;
     double dot = 0;
@@ -122,17 +119,17 @@ void cpu_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *
     }
 }
 
-void cpu_rope_backward(rg_backend *be, rg_buf *dx, int n_tokens, int n_heads, int head_dim, const int *pos,
-                       const float *inv_freq, bool adjacent) {
+void cpu_rope_backward(rg_backend *be, rg_buf *dx, const rg_batch *b, int n_heads, int head_dim,
+                       const rg_buf *inv_freq, bool adjacent) {
   /* A rotation's transpose is the rotation by the opposite angle. */
-  cpu_rope_rotate(be, dx, n_tokens, n_heads, head_dim, pos, inv_freq, adjacent, -1.0f);
+  cpu_rope_rotate(be, dx, b, n_heads, head_dim, inv_freq, adjacent, -1.0f);
 }
 
 /* out = silu(g) u, silu(g) = g s(g): dout/du = silu(g), dout/dg = u s (1 + g (1 - s)). */
 void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
                          const rg_buf *up, size_t n) {
   const float *g = gate->data, *u = up->data, *d = dy->data;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
   for (size_t i = 0; i < n; i++) {
     const float s = 1.0f / (1.0f + expf(-g[i]));
     dgate->data[i] += d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
@@ -156,19 +153,20 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
   const int hd = a->head_dim, nh = a->n_heads, nkv = a->n_kv_heads, group = nh / nkv;
   const size_t kvd = (size_t)nkv * hd;
   const float scale = 1.0f / sqrtf((float)hd);
+  const rg_batch *b = a->batch;
   int n_seqs = 0;
-  for (int t = 0; t < a->n_tokens; t++)
-    if (a->seq[t] + 1 > n_seqs) n_seqs = a->seq[t] + 1;
+  for (int t = 0; t < b->n; t++)
+    if (b->seq[t] + 1 > n_seqs) n_seqs = b->seq[t] + 1;
   const int n_work = n_seqs * nkv;
-#pragma omp parallel for schedule(dynamic, 1) if (n_work > 1)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (n_work > 1)
   for (int wi = 0; wi < n_work; wi++) {
     const int sq = wi / nkv, kvh = wi % nkv;
     const size_t base = (size_t)sq * a->max_ctx * kvd + (size_t)kvh * hd;
     const float *kc = k_cache->data + base, *vc = v_cache->data + base;
     float *dkc = dk_cache->data + base, *dvc = dv_cache->data + base;
-    for (int t = 0; t < a->n_tokens; t++) {
-      if (a->seq[t] != sq) continue;
-      const int pt = a->pos[t];
+    for (int t = 0; t < b->n; t++) {
+      if (b->seq[t] != sq) continue;
+      const int pt = b->pos[t];
       const int lo = a->window > 0 && pt - a->window + 1 > 0 ? pt - a->window + 1 : 0;
       for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         const float *qv = q->data + ((size_t)t * nh + h) * hd, *go = dy->data + ((size_t)t * nh + h) * hd;
@@ -204,15 +202,19 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
   }
 }
 
-void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf *dk_cache, const rg_buf *dv_cache,
+void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_cache, rg_buf *dv_cache,
                            const rg_attn_desc *a) {
   const size_t kvd = (size_t)a->n_kv_heads * a->head_dim;
-  for (int t = 0; t < a->n_tokens; t++) {
-    const size_t slot = ((size_t)a->seq[t] * a->max_ctx + a->pos[t]) * kvd;
+  const rg_batch *b = a->batch;
+  for (int t = 0; t < b->n; t++) {
+    const size_t slot = ((size_t)b->seq[t] * a->max_ctx + b->pos[t]) * kvd;
+    float *dkc = dk_cache->data + slot, *dvc = dv_cache->data + slot;
     for (size_t i = 0; i < kvd; i++) {
-      dk->data[t * kvd + i] += dk_cache->data[slot + i];
-      dv->data[t * kvd + i] += dv_cache->data[slot + i];
+      dk->data[t * kvd + i] += dkc[i];
+      dv->data[t * kvd + i] += dvc[i];
     }
+    memset(dkc, 0, kvd * sizeof *dkc);
+    memset(dvc, 0, kvd * sizeof *dvc);
   }
 }
 
@@ -220,7 +222,7 @@ void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf 
 
 void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
                        const float *scale, int rows, int vocab) {
-#pragma omp parallel for schedule(static) if ((size_t)rows * vocab > PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * vocab > PAR_MIN)
   for (int r = 0; r < rows; r++) {
     const float *z = logits->data + (size_t)r * vocab;
     float m = z[0];
@@ -235,5 +237,39 @@ void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg
       for (int v = 0; v < vocab; v++) g[v] += scale[r] * (float)exp((double)z[v] - lse);
       g[targets[r]] -= scale[r];
     }
+  }
+}
+
+/* ---------------------------------------------------------------- training */
+
+int cpu_sum_squares(rg_backend *be, const rg_buf *b, double *out) {
+  double ss = 0;
+  const float *x = b->data;
+  const size_t n = b->n;
+#pragma omp parallel for num_threads(be->threads) schedule(static) reduction(+ : ss) if (n > PAR_MIN)
+  for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  *out = ss;
+  return 0;
+}
+
+void cpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st) {
+  const size_t n = (size_t)param->rows * (size_t)param->cols;
+  if (!param->owned || grad->n < n || m->n < n || v->n < n) {
+    cpu_fail(be, "adamw: %s is not a writable f32 weight of %zu floats with gradient and moments",
+             param->t->name ? param->t->name : "(tensor)", n);
+    return;
+  }
+  const double bc1 = 1 - pow(st->beta1, (double)st->step), bc2 = 1 - pow(st->beta2, (double)st->step);
+  const float step = (float)(st->lr / bc1), decay = (float)(1 - st->lr * st->weight_decay);
+  const float b1 = (float)st->beta1, b2 = (float)st->beta2, sbc2 = (float)sqrt(bc2), eps = (float)st->eps;
+  const float scale = st->grad_scale;
+  float *p = param->owned, *md = m->data, *vd = v->data;
+  const float *g = grad->data;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
+  for (size_t k = 0; k < n; k++) {
+    const float gk = g[k] * scale;
+    md[k] = b1 * md[k] + (1 - b1) * gk;
+    vd[k] = b2 * vd[k] + (1 - b2) * gk * gk;
+    p[k] = p[k] * decay - step * md[k] / (sqrtf(vd[k]) / sbc2 + eps);
   }
 }

@@ -19,9 +19,10 @@ enum { PAR_MIN = 1 << 14 };
 
 typedef struct {
   rg_backend base;
-  bool copy_f32; /* the decision for non-f32 matrices */
-  float *tile;   /* dequantization scratch for tiled weights, tile_floats per thread */
+  float *tile; /* dequantization scratch for tiled weights, tile_floats per thread */
   size_t tile_floats;
+  bool failed;     /* an operation failed since the last rg_backend_status */
+  char error[256]; /* its message */
 } cpu_backend;
 
 struct rg_bweight {
@@ -29,7 +30,7 @@ struct rg_bweight {
   int64_t rows, cols;
   size_t row_bytes; /* of one row in the file dtype */
   const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
-  float *owned;     /* the copy we allocated, freed with the weight */
+  float *owned;     /* the copy we allocated (== f32, writable), freed with the weight */
 };
 
 static inline cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
@@ -52,28 +53,33 @@ static inline float dot8(const float *a, const float *b, int n) {
   return s;
 }
 
+/* Records the first failure of an operation (backend.h, "Errors"). */
+void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Rotates x's pairs by sign * (float)pos[t] * inv_freq[i]: +1 is RoPE, -1
  * its transpose (the backward of RoPE). */
-void cpu_rope_rotate(rg_backend *be, rg_buf *x, int n_tokens, int n_heads, int head_dim, const int *pos,
-                     const float *inv_freq, bool adjacent, float sign);
+void cpu_rope_rotate(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim, const rg_buf *inv_freq,
+                     bool adjacent, float sign);
 
 /* backend_cpu_grad.c: the gradient entries of the operation table. */
 void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n);
 void cpu_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width);
 void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
                          int M, const rg_bweight *w);
-void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const int32_t *ids, int n, int d);
+void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const rg_batch *b, int d);
 void cpu_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *dy, const rg_buf *x,
                           const rg_bweight *w, int rows, int d, float eps);
-void cpu_rope_backward(rg_backend *be, rg_buf *dx, int n_tokens, int n_heads, int head_dim, const int *pos,
-                       const float *inv_freq, bool adjacent);
+void cpu_rope_backward(rg_backend *be, rg_buf *dx, const rg_batch *b, int n_heads, int head_dim,
+                       const rg_buf *inv_freq, bool adjacent);
 void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
                          const rg_buf *up, size_t n);
 void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
                             const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a);
-void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, const rg_buf *dk_cache, const rg_buf *dv_cache,
+void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_cache, rg_buf *dv_cache,
                            const rg_attn_desc *a);
 void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
                        const float *scale, int rows, int vocab);
+int cpu_sum_squares(rg_backend *be, const rg_buf *b, double *out);
+void cpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st);
 
 #endif

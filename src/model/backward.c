@@ -26,8 +26,7 @@ struct rg_grads {
   rg_session *s;
   layer_g *lg;
   rg_buf *tok_embd, *out_norm, *lm_head; /* lm_head == tok_embd when tied */
-  int n;                                 /* entries */
-  const rg_tensor **tensors;
+  int n;                                 /* entries: the weights' parameters, in their order */
   rg_buf **bufs;
 };
 
@@ -45,10 +44,8 @@ int rg_session_train_alloc(rg_session *s) {
   train_state *t = &s->tr;
   rg_backend *be = s->be;
   t->saved = calloc((size_t)c->n_layers, sizeof *t->saved);
-  t->ids = malloc(T * sizeof *t->ids);
-  t->seq = malloc(T * sizeof *t->seq);
   t->logit_rows = malloc(R * sizeof *t->logit_rows);
-  if (!t->saved || !t->ids || !t->seq || !t->logit_rows) return rg_error_set("session: out of memory");
+  if (!t->saved || !t->logit_rows) return rg_error_set("session: out of memory");
   for (int l = 0; l < c->n_layers; l++) {
     layer_acts *A = &t->saved[l];
     if (!(A->x_in = rg_buf_new(be, T * d)) || !(A->xn1 = rg_buf_new(be, T * d)) || !(A->q = rg_buf_new(be, T * qd)) ||
@@ -56,6 +53,8 @@ int rg_session_train_alloc(rg_session *s) {
         !(A->xn2 = rg_buf_new(be, T * d)) || !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
       return rg_error_prefix("training activations of block %d", l);
   }
+  /* The cache-shaped gradients are zeroed here, once: kv_store_backward
+   * leaves them zero again after every layer (backend.h). */
   if (!(t->x_final = rg_buf_new(be, T * d)) || !(t->h = rg_buf_new(be, T * ff)) || !(t->dx = rg_buf_new(be, T * d)) ||
       !(t->dxn = rg_buf_new(be, T * d)) || !(t->dtmp = rg_buf_new(be, T * d)) || !(t->dq = rg_buf_new(be, T * qd)) ||
       !(t->dk = rg_buf_new(be, T * kvd)) || !(t->dv = rg_buf_new(be, T * kvd)) ||
@@ -83,23 +82,19 @@ void rg_session_train_free(rg_session *s) {
                     t->normed,  t->dlast, t->dnormed, t->dlogits, t->losses};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
   free(t->saved);
-  free(t->ids);
-  free(t->seq);
   free(t->logit_rows);
   memset(t, 0, sizeof *t);
 }
 
 /* ---------------------------------------------------------------- rg_grads */
 
-/* Adds an entry for tensor T (when T exists) and points *slot at its buffer. */
-static int add_grad(rg_grads *g, const rg_tensor *t, rg_buf **slot) {
-  if (!t) return 0;
-  rg_buf *b = rg_buf_new(g->s->be, (size_t)rg_tensor_nelems(t));
-  if (!b) return -1;
-  g->tensors[g->n] = t;
-  g->bufs[g->n++] = b;
-  *slot = b;
-  return 0;
+/* Points *slot at the gradient buffer of prepared weight W (NULL when the
+ * model has no such weight): entry i of the weights' parameter list has
+ * buffer i. */
+static void find_grad(rg_grads *g, const rg_bweight *w, rg_buf **slot) {
+  const rg_weights *ws = g->s->w;
+  for (int i = 0; w && i < ws->n_params; i++)
+    if (ws->params[i] == w) *slot = g->bufs[i];
 }
 
 rg_grads *rg_grads_new(rg_session *s) {
@@ -107,39 +102,41 @@ rg_grads *rg_grads_new(rg_session *s) {
     rg_error_set("gradients need a training session (rg_session_opts.train)");
     return NULL;
   }
-  const rg_model *m = s->m;
-  const int L = s->cfg.n_layers, max_entries = 12 * L + 3;
+  const rg_weights *w = s->w;
+  const int L = s->cfg.n_layers, n = w->n_params;
   rg_grads *g = calloc(1, sizeof *g);
-  if (!g || !(g->lg = calloc((size_t)L, sizeof *g->lg)) || !(g->tensors = calloc((size_t)max_entries, sizeof *g->tensors)) ||
-      !(g->bufs = calloc((size_t)max_entries, sizeof *g->bufs))) {
-    if (g) free(g->lg), free(g->tensors);
+  if (!g || !(g->lg = calloc((size_t)L, sizeof *g->lg)) || !(g->bufs = calloc((size_t)n, sizeof *g->bufs))) {
+    if (g) free(g->lg);
     free(g);
     rg_error_set("gradients: out of memory");
     return NULL;
   }
   g->s = s;
-  int rc = 0;
-  for (int l = 0; l < L && rc == 0; l++) {
-    const rg_layer_weights *W = &m->layers[l];
+  for (; g->n < n; g->n++)
+    if (!(g->bufs[g->n] = rg_buf_new(s->be, (size_t)rg_tensor_nelems(w->tensors[g->n])))) {
+      rg_error_prefix("gradients");
+      rg_grads_free(g);
+      return NULL;
+    }
+  for (int l = 0; l < L; l++) {
+    const layer_w *W = &w->lw[l];
     layer_g *G = &g->lg[l];
-    rc |= add_grad(g, W->attn_norm, &G->attn_norm) | add_grad(g, W->wq, &G->wq) | add_grad(g, W->wk, &G->wk) |
-          add_grad(g, W->wv, &G->wv) | add_grad(g, W->wo, &G->wo);
-    if (s->lw[l].bq) rc |= add_grad(g, W->bq, &G->bq) | add_grad(g, W->bk, &G->bk) | add_grad(g, W->bv, &G->bv);
-    rc |= add_grad(g, W->ffn_norm, &G->ffn_norm) | add_grad(g, W->w_gate, &G->w_gate) |
-          add_grad(g, W->w_up, &G->w_up) | add_grad(g, W->w_down, &G->w_down);
+    find_grad(g, W->attn_norm, &G->attn_norm);
+    find_grad(g, W->wq, &G->wq);
+    find_grad(g, W->wk, &G->wk);
+    find_grad(g, W->wv, &G->wv);
+    find_grad(g, W->wo, &G->wo);
+    find_grad(g, W->bq, &G->bq);
+    find_grad(g, W->bk, &G->bk);
+    find_grad(g, W->bv, &G->bv);
+    find_grad(g, W->ffn_norm, &G->ffn_norm);
+    find_grad(g, W->w_gate, &G->w_gate);
+    find_grad(g, W->w_up, &G->w_up);
+    find_grad(g, W->w_down, &G->w_down);
   }
-  if (rc == 0) rc = add_grad(g, m->tok_embd, &g->tok_embd) | add_grad(g, m->out_norm, &g->out_norm);
-  if (rc == 0) {
-    if (m->lm_head == m->tok_embd)
-      g->lm_head = g->tok_embd;
-    else
-      rc = add_grad(g, m->lm_head, &g->lm_head);
-  }
-  if (rc != 0) {
-    rg_error_prefix("gradients");
-    rg_grads_free(g);
-    return NULL;
-  }
+  find_grad(g, w->tok_embd, &g->tok_embd);
+  find_grad(g, w->out_norm, &g->out_norm);
+  find_grad(g, w->lm_head, &g->lm_head);
   return g;
 }
 
@@ -147,7 +144,6 @@ void rg_grads_free(rg_grads *g) {
   if (!g) return;
   for (int i = 0; i < g->n; i++) rg_buf_free(g->s->be, g->bufs[i]);
   free(g->lg);
-  free(g->tensors);
   free(g->bufs);
   free(g);
 }
@@ -157,9 +153,10 @@ void rg_grads_zero(rg_grads *g) {
 }
 
 int rg_grads_count(const rg_grads *g) { return g->n; }
-const rg_tensor *rg_grads_tensor(const rg_grads *g, int i) { return g->tensors[i]; }
-void rg_grads_download(const rg_grads *g, int i, float *out) {
-  rg_buf_download(g->s->be, g->bufs[i], 0, out, g->bufs[i]->n);
+const rg_tensor *rg_grads_tensor(const rg_grads *g, int i) { return g->s->w->tensors[i]; }
+rg_buf *rg_grads_buf(const rg_grads *g, int i) { return g->bufs[i]; }
+int rg_grads_download(const rg_grads *g, int i, float *out) {
+  return rg_buf_download(g->s->be, g->bufs[i], 0, out, g->bufs[i]->n);
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -173,7 +170,7 @@ int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale
     if (targets[r] < 0 || targets[r] >= V) return rg_error_set("loss: target %d out of range [0, %d)", (int)targets[r], V);
   rg_buf_zero(s->be, t->dlogits, 0, (size_t)R * V);
   rg_op_cross_entropy(s->be, t->losses, t->dlogits, s->a.logits, targets, scale, R, V);
-  rg_buf_download(s->be, t->losses, 0, losses, (size_t)R);
+  if (rg_buf_download(s->be, t->losses, 0, losses, (size_t)R) < 0) return rg_error_prefix("loss");
   t->have_dlogits = true;
   return 0;
 }
@@ -198,16 +195,16 @@ static const rg_buf *output_grad(rg_session *s, const rg_buf *dx, int n) {
 
 static void backward_layer(rg_session *s, int l, layer_g *G) {
   const rg_config *c = &s->cfg;
-  const layer_w *w = &s->lw[l];
+  const layer_w *w = &s->w->lw[l];
   const layer_acts *A = &s->tr.saved[l];
   train_state *t = &s->tr;
   rg_backend *be = s->be;
   const int n = t->n, d = c->d_model;
   const size_t nd = (size_t)n * d, nff = (size_t)n * c->d_ff;
   const size_t nq = (size_t)n * c->n_heads * c->head_dim, nkv = (size_t)n * c->n_kv_heads * c->head_dim;
-  const rg_attn_desc ad = {.n_tokens = n, .seq = t->seq, .pos = s->pos, .n_heads = c->n_heads,
-                           .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-                           .window = c->sliding_window, .max_ctx = s->max_ctx};
+  const rg_buf *inv_freq = s->w->inv_freq;
+  const rg_attn_desc ad = {.batch = s->batch, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
+                           .head_dim = c->head_dim, .window = c->sliding_window, .max_ctx = s->max_ctx};
 
   /* MLP; t->dx holds the gradient of the block output */
   const rg_buf *dmlp = output_grad(s, t->dx, n);
@@ -227,14 +224,12 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
   rg_buf_zero(be, t->datt, 0, nq);
   rg_op_matmul_backward(be, t->datt, G->wo, NULL, dattn, A->att, n, w->wo);
   rg_buf_zero(be, t->dq, 0, nq);
-  rg_buf_zero(be, t->dk_cache, 0, cache_floats(s));
-  rg_buf_zero(be, t->dv_cache, 0, cache_floats(s));
   rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, s->k_cache[l], s->v_cache[l], &ad);
   rg_buf_zero(be, t->dk, 0, nkv);
   rg_buf_zero(be, t->dv, 0, nkv);
   rg_op_kv_store_backward(be, t->dk, t->dv, t->dk_cache, t->dv_cache, &ad);
-  rg_op_rope_backward(be, t->dq, n, c->n_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
-  rg_op_rope_backward(be, t->dk, n, c->n_kv_heads, c->head_dim, s->pos, s->inv_freq, c->rope_adjacent_pairs);
+  rg_op_rope_backward(be, t->dq, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
+  rg_op_rope_backward(be, t->dk, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_buf_zero(be, t->dxn, 0, nd);
   rg_op_matmul_backward(be, t->dxn, G->wq, G->bq, t->dq, A->xn1, n, w->wq);
   rg_op_matmul_backward(be, t->dxn, G->wk, G->bk, t->dk, A->xn1, n, w->wk);
@@ -255,22 +250,25 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   const rg_config *c = &s->cfg;
   rg_backend *be = s->be;
   const int n = t->n, R = t->n_logits, d = c->d_model;
+  /* The session's batch metadata is that of its last pass, which is the
+   * one recorded (a session computes one pass at a time). */
 
   /* the head: logits = lm_head(rmsnorm(x_final[rows])) */
   rg_buf_gather_rows(be, s->a.last, t->x_final, t->logit_rows, R, d);
-  rg_op_rmsnorm(be, t->normed, s->a.last, s->out_norm, R, d, c->rms_eps);
+  rg_op_rmsnorm(be, t->normed, s->a.last, s->w->out_norm, R, d, c->rms_eps);
   rg_buf_zero(be, t->dnormed, 0, (size_t)R * d);
-  rg_op_matmul_backward(be, t->dnormed, g ? g->lm_head : NULL, NULL, t->dlogits, t->normed, R, s->lm_head);
+  rg_op_matmul_backward(be, t->dnormed, g ? g->lm_head : NULL, NULL, t->dlogits, t->normed, R, s->w->lm_head);
   rg_buf_zero(be, t->dlast, 0, (size_t)R * d);
-  rg_op_rmsnorm_backward(be, t->dlast, g ? g->out_norm : NULL, t->dnormed, s->a.last, s->out_norm, R, d, c->rms_eps);
+  rg_op_rmsnorm_backward(be, t->dlast, g ? g->out_norm : NULL, t->dnormed, s->a.last, s->w->out_norm, R, d,
+                         c->rms_eps);
   rg_buf_zero(be, t->dx, 0, (size_t)n * d);
   rg_op_gather_rows_backward(be, t->dx, t->dlast, t->logit_rows, R, d);
 
   static layer_g no_grads; /* all NULL: input gradient only */
   for (int l = c->n_layers - 1; l >= 0; l--) backward_layer(s, l, g ? &g->lg[l] : &no_grads);
 
-  if (d_embed) rg_buf_download(be, t->dx, 0, d_embed, (size_t)n * d);
-  if (g) rg_op_embed_backward(be, g->tok_embd, t->dx, t->ids, n, d);
+  if (g) rg_op_embed_backward(be, g->tok_embd, t->dx, s->batch, d);
   t->have_dlogits = false; /* one backward per loss */
+  if (d_embed ? rg_buf_download(be, t->dx, 0, d_embed, (size_t)n * d) : rg_backend_status(be)) return rg_error_prefix("backward");
   return 0;
 }

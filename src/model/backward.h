@@ -27,19 +27,21 @@
 
 typedef struct rg_grads rg_grads;
 
-/* One float32 gradient buffer per distinct parameter tensor of the
- * session's model (a tied head shares the embedding's). NULL with the error
- * set (not a training session, out of memory). */
+/* One float32 gradient buffer per parameter of the session's weights
+ * (weights.h, in their order; a tied head shares the embedding's). NULL
+ * with the error set (not a training session, out of memory). */
 rg_grads *rg_grads_new(rg_session *s);
 void rg_grads_free(rg_grads *g);
 void rg_grads_zero(rg_grads *g);
 
-/* The parameters, in a fixed order: count, the tensor of entry i (its
- * Hugging Face name is tensor->name), and its gradient downloaded to
- * out[rg_tensor_nelems(tensor)] in the tensor's own element order. */
+/* The parameters, in the weights' order: count, the tensor of entry i (its
+ * Hugging Face name is tensor->name), its gradient buffer on the backend,
+ * and that gradient downloaded to out[rg_tensor_nelems(tensor)] in the
+ * tensor's own element order (0 or -1 with the error set). */
 int rg_grads_count(const rg_grads *g);
 const rg_tensor *rg_grads_tensor(const rg_grads *g, int i);
-void rg_grads_download(const rg_grads *g, int i, float *out);
+rg_buf *rg_grads_buf(const rg_grads *g, int i);
+int rg_grads_download(const rg_grads *g, int i, float *out);
 
 /* Cross entropy of the last eval's logit rows: row r (r < n_logits of that
  * eval) against targets[r], weighted by scale[r] (0 skips a row). Writes

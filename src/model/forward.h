@@ -1,9 +1,9 @@
 /* forward.h: batched, KV-cached forward passes of a loaded model.
  *
- * A session owns a backend, the backend copies of the weights, a KV cache
- * for up to max_seqs sequences of up to max_ctx tokens each, and every
- * activation buffer, all allocated once in rg_session_new (as llm.c does):
- * a forward call allocates nothing.
+ * A session computes with shared weights (weights.h) on their backend and
+ * owns a KV cache for up to max_seqs sequences of up to max_ctx tokens
+ * each and every activation buffer, all allocated once in rg_session_new
+ * (as llm.c does): a forward call allocates nothing.
  *
  * Batches are ragged and padding-free: the new tokens of all sequences are
  * concatenated, each tagged with its sequence id; its position is the
@@ -12,13 +12,14 @@
  * sequence alone. This deliberately differs from a left-padded Hugging Face
  * batch without position_ids, whose positions are shifted by the padding.
  *
- * Each session prepares its own backend weights; with the CPU backend's f32
- * copy (small models) that is 4 bytes per parameter, so share one session
- * rather than opening many. A session is used from one thread at a time
- * (the backend parallelizes internally).
+ * Sessions hold no weights of their own: any number of them share one
+ * rg_weights, and all see an update of it from their next call. A session
+ * is used from one thread at a time (the backend parallelizes internally);
+ * sessions on one backend are used from one thread.
  *
- * Ownership: the session borrows the model (it must outlive the session).
- * Interventions and capture specs are copied / borrowed as documented.
+ * Ownership: the session borrows the weights (they must outlive the
+ * session). Interventions and capture specs are copied / borrowed as
+ * documented.
  */
 #ifndef RG_FORWARD_H
 #define RG_FORWARD_H
@@ -29,12 +30,11 @@
 #include "model/backend.h"
 #include "model/hooks.h"
 #include "model/model.h"
+#include "model/weights.h"
 
 typedef struct rg_session rg_session;
 
 typedef struct {
-  int threads;                /* <= 0: all CPUs */
-  rg_weight_mode weight_mode; /* CPU: AUTO / TILED / F32 */
   /* Most tokens one forward call computes at once (activation buffers are
    * sized by it); longer prefills are split into chunks. 0 = 512. */
   int max_batch_tokens;
@@ -48,11 +48,12 @@ typedef struct {
   bool train;
 } rg_session_opts;
 
-/* NULL with the error set (bad sizes, unsupported weights, out of memory). */
-rg_session *rg_session_new(const rg_model *m, int max_seqs, int max_ctx, const rg_session_opts *opts);
+/* NULL with the error set (bad sizes, out of memory). */
+rg_session *rg_session_new(const rg_weights *w, int max_seqs, int max_ctx, const rg_session_opts *opts);
 void rg_session_free(rg_session *s);
 
 const rg_model *rg_session_model(const rg_session *s);
+const rg_weights *rg_session_weights(const rg_session *s);
 int rg_session_vocab(const rg_session *s);
 int rg_session_max_seqs(const rg_session *s);
 int rg_session_max_ctx(const rg_session *s);
@@ -60,8 +61,6 @@ int rg_session_max_batch_tokens(const rg_session *s);
 int rg_session_max_logit_rows(const rg_session *s);
 /* Tokens currently cached for sequence SEQ. */
 int rg_session_seq_len(const rg_session *s, int seq);
-/* Bytes of weights the backend holds beyond the file maps (f32 copies). */
-size_t rg_session_weight_bytes(const rg_session *s);
 
 /* Forgets every sequence / one sequence (its cache slots are reused). */
 void rg_session_reset(rg_session *s);
@@ -77,11 +76,19 @@ void rg_session_set_capture(rg_session *s, const rg_capture *cap);
  * a sequence may appear several times; its tokens are taken in order) and
  * runs them through the model; n <= max_batch_tokens. Writes the logits of
  * the batch rows logit_rows[0..n_logits-1] (indices into ids) to
- * logits[n_logits, vocab] (n_logits <= max_logit_rows; logits may be NULL
- * when n_logits is 0). Returns 0, or -1 with the error set (bad id, full
- * sequence, bad row); nothing is appended on error. */
+ * logits[n_logits, vocab] (n_logits <= max_logit_rows). logits may be
+ * NULL: they then stay on the backend, for rg_session_loss_ce (backward.h)
+ * to read. Returns 0, or -1 with the error set (bad id, full
+ * sequence, bad row, a backend failure); nothing is appended on error. */
 int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
                     float *logits);
+
+/* rg_session_eval, but instead of the logits it returns the cross entropy
+ * of each logit row r against targets[r] (nats): losses[r] =
+ * logsumexp(z_r) - z_r[targets[r]], computed on the backend, so only
+ * n_logits floats are downloaded (what GCG's candidate search needs). */
+int rg_session_eval_ce(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows,
+                       const int32_t *targets, int n_logits, float *losses);
 
 /* Resets sequences 0..n-1 and runs prompts[i] (lens[i] >= 1 tokens) into
  * sequence i, chunked by max_batch_tokens; writes each prompt's

@@ -34,10 +34,11 @@ typedef enum {
 
 #define RG_HOOK_BIT(site) (1u << (site))
 
-/* Called once per (site, layer) per forward call with the rows of every
- * token of the batch: rows[n_rows, d_model] float32 (valid only during the
- * call), and for row i its sequence id seq[i] and position pos[i] within
- * that sequence (positions count from 0 per sequence). */
+/* Called once per (site, layer) per forward call with the captured rows of
+ * the batch: rows[n_rows, d_model] float32 (valid only during the call),
+ * and for row i its sequence id seq[i] and position pos[i] within that
+ * sequence (positions count from 0 per sequence). Not called when the
+ * batch has no captured row. */
 typedef void (*rg_hook_fn)(void *user, rg_hook_site site, int layer, const float *rows, int n_rows, int d_model,
                            const int *seq, const int *pos);
 
@@ -47,6 +48,12 @@ typedef struct {
   /* layer_sites[L] is a mask of RG_HOOK_BIT(site) for block L; the array has
    * n_layers entries and is owned by the caller (it must outlive its use). */
   const uint32_t *layer_sites;
+  /* NULL: every token of the batch is captured. Otherwise from_pos[S] (one
+   * entry per sequence id of the session) is the first position of
+   * sequence S that is captured: the session gathers those rows on the
+   * backend and downloads only them (e.g. the last few positions of each
+   * prompt). Owned by the caller, as layer_sites. */
+  const int *from_pos;
 } rg_capture;
 
 typedef struct {

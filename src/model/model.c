@@ -112,67 +112,10 @@ void rg_model_free(rg_model *m) {
     free(m->source->shards);
     free(m->source);
   }
-  free(m->f32_arena);
   free(m->path);
   free(m->id);
   free(m->format);
   free(m);
-}
-
-enum { F32_ALIGN = 64 }; /* floats per alignment step: 16 */
-
-/* A tensor's float count rounded up to the alignment step. Cannot wrap:
- * nelems < 2^63 (the readers check shapes) and size_t is 64 bits here. */
-static size_t aligned_floats(const rg_tensor *t) {
-  const size_t n = (size_t)rg_tensor_nelems(t), step = F32_ALIGN / sizeof(float);
-  return (n + step - 1) / step * step;
-}
-
-int rg_model_to_f32(rg_model *m) {
-  if (m->f32_arena) return 0;
-  size_t total = 0, bytes;
-  for (int i = 0; i < m->n_tensors; i++)
-    if (__builtin_add_overflow(total, aligned_floats(&m->tensors[i]), &total))
-      return rg_error_set("%s: an f32 copy of the tensors would exceed 2^64 floats", m->path);
-  if (__builtin_mul_overflow(total ? total : 16, sizeof(float), &bytes))
-    return rg_error_set("%s: an f32 copy of %zu floats would exceed 2^64 bytes", m->path, total);
-  float *arena = aligned_alloc(F32_ALIGN, bytes);
-  if (!arena) return rg_error_set("%s: out of memory for a %zu-float f32 copy", m->path, total);
-  size_t off = 0;
-  for (int i = 0; i < m->n_tensors; i++) {
-    rg_tensor *t = &m->tensors[i];
-    const int64_t cols = t->ne[0], rows = rg_tensor_nrows(t);
-    const size_t row_bytes = rg_dtype_row_bytes(t->type, cols);
-    float *dst = arena + off;
-    size_t need;
-    if (row_bytes == 0 || __builtin_mul_overflow(row_bytes, (size_t)rows, &need) || need > t->nbytes) {
-      free(arena);
-      return rg_error_set("%s: tensor %s: cannot convert dtype %d to f32", m->path, t->name, t->type);
-    }
-    for (int64_t r = 0; r < rows; r++)
-      if (rg_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * row_bytes, dst + r * cols, cols) < 0) {
-        free(arena);
-        return rg_error_prefix("%s: tensor %s", m->path, t->name);
-      }
-    off += aligned_floats(t);
-  }
-  /* Only now, with every conversion done, point the tensors at the copies. */
-  off = 0;
-  for (int i = 0; i < m->n_tensors; i++) {
-    rg_tensor *t = &m->tensors[i];
-    t->type = RG_F32;
-    t->data = arena + off;
-    t->nbytes = (size_t)rg_tensor_nelems(t) * sizeof(float);
-    off += aligned_floats(t);
-  }
-  m->f32_arena = arena;
-  return 0;
-}
-
-float *rg_model_f32_data(rg_model *m, const rg_tensor *t) {
-  if (!m->f32_arena || t < m->tensors || t >= m->tensors + m->n_tensors) return NULL;
-  /* the arena is this model's; the tensor views it (const only for readers) */
-  return (float *)t->data;
 }
 
 const rg_tensor *rg_model_find_tensor(const rg_model *m, const char *name) {

@@ -8,6 +8,8 @@
  *
  * Ownership: the rg_model owns its maps, tensors, tokenizer and strings;
  * rg_model_free releases all of them. Tensor pointers stay valid until then.
+ * A loaded model never changes: training updates its prepared copies
+ * (weights.h), so nothing that views the model can go stale.
  */
 #ifndef RG_MODEL_H
 #define RG_MODEL_H
@@ -47,7 +49,6 @@ typedef struct {
   rg_tokenizer *tokenizer;
   char *chat_template;        /* the model's Jinja chat template, or NULL */
   rg_model_source *source;
-  float *f32_arena;           /* every tensor's float32 copy after rg_model_to_f32, else NULL */
   long long n_params;         /* elements over all tensors, summed (checked) at load */
 } rg_model;
 
@@ -57,16 +58,6 @@ void rg_model_free(rg_model *m);
 
 /* The tensor with Hugging Face name NAME, or NULL. */
 const rg_tensor *rg_model_find_tensor(const rg_model *m, const char *name);
-
-/* Replaces every tensor's data by an owned, 64-byte-aligned float32 copy
- * (dequantized as dequant.c does), for training: the CPU backend views
- * aligned f32 tensors in place, so a session made afterwards computes with
- * these arrays, and an optimizer changes the model by writing them
- * (rg_model_f32_data). Idempotent. Returns 0, or -1 with the error set (a
- * dtype that cannot be dequantized, out of memory). */
-int rg_model_to_f32(rg_model *m);
-/* The writable float32 data of tensor T of M after rg_model_to_f32, else NULL. */
-float *rg_model_f32_data(rg_model *m, const rg_tensor *t);
 
 /* Parameter count (elements over all tensors; a tied head counts once). */
 long long rg_model_n_params(const rg_model *m);

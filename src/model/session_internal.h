@@ -4,15 +4,13 @@
 #define RG_SESSION_INTERNAL_H
 
 #include "model/forward.h"
-
-typedef struct {
-  rg_bweight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
-  rg_bweight *ffn_norm, *w_gate, *w_up, *w_down;
-} layer_w;
+#include "model/weights_internal.h"
 
 typedef struct {
   rg_buf *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up; /* [max_batch_tokens, width] */
   rg_buf *last, *logits;                               /* [max_logit_rows, d / vocab] */
+  rg_buf *losses;                                      /* [max_logit_rows] */
+  rg_buf *hooked;                                      /* [max_batch_tokens, d] rows for hooks */
 } act_bufs;
 
 /* Where one block reads and writes its activations. In an inference session
@@ -39,10 +37,9 @@ typedef struct {
   rg_buf *dk_cache, *dv_cache;              /* one layer's cache shape */
   rg_buf *normed, *dlast, *dnormed;         /* [R, d] */
   rg_buf *dlogits, *losses;                 /* [R, vocab], [R] */
-  /* the last eval: its batch, and whether backward may use it */
+  /* the last eval (its token metadata stays in the session's rg_batch),
+   * and whether backward may use it */
   int n, n_logits;
-  int32_t *ids;    /* [T] */
-  int *seq;        /* [T] */
   int *logit_rows; /* [R] */
   bool whole;      /* every sequence of the batch started at position 0 */
   bool have_dlogits;
@@ -51,12 +48,11 @@ typedef struct {
 struct rg_session {
   const rg_model *m;
   rg_config cfg;
+  const rg_weights *w; /* shared; w->be is the session's backend */
   rg_backend *be;
   int max_seqs, max_ctx, max_tokens, max_logits;
-  layer_w *lw;
-  rg_bweight *tok_embd, *out_norm, *lm_head; /* lm_head == tok_embd when tied */
-  float *inv_freq;                           /* [head_dim/2] */
-  rg_buf **k_cache, **v_cache;               /* per layer [max_seqs, max_ctx, kv_dim] */
+  rg_batch *batch;             /* the current pass's token metadata */
+  rg_buf **k_cache, **v_cache; /* per layer [max_seqs, max_ctx, kv_dim] */
   act_bufs a;
   bool train;
   train_state tr; /* used when train */
@@ -73,7 +69,10 @@ struct rg_session {
   int *chunk_seq;     /* [max_tokens] prefill chunk sequence ids */
   int32_t *chunk_ids; /* [max_tokens] */
   int *rows;          /* [max(max_tokens, max_logits)] logit rows / 0..n-1 */
-  float *hook_rows;   /* [max_tokens, d_model] host copy for hooks */
+  /* the rows of the current pass that hooks see (rg_capture.from_pos) */
+  int n_hooked;
+  int *hooked_rows, *hooked_seq, *hooked_pos; /* [max_tokens] */
+  float *hook_rows;                           /* [max_tokens, d_model] host copy for hooks */
 };
 
 /* backward.c: allocates / frees the train_state of a training session. */
