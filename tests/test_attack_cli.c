@@ -74,13 +74,15 @@ static void test_attack_bad_input(void **state) {
   char *behaviors = t_data_path("harmbench/harmbench_behaviors_text_val.csv");
   char *out = t_tmp_path("attack-bad.json"), *bad = t_write_tmp("attack-bad-targets.json", "[1, 2", 5);
   char *empty = t_write_tmp("attack-no-targets.json", "{}", 2);
+  char *array = t_write_tmp("attack-array-targets.json", "[1, 2]", 6);
   unlink(out);
   struct {
     const char *args_fmt;
     const char *arg;
     const char *needle;
   } cases[] = {
-      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1", bad, "not a JSON object"},
+      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1", bad, "not valid JSON at byte 4"}, /* cut: its last byte */
+      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1", array, "not a JSON object"},
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1 --limit 1", empty, "no target string"},
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 0", empty, "must be positive"},
   };
@@ -93,7 +95,7 @@ static void test_attack_bad_input(void **state) {
     free(err);
     assert_false(rg_path_exists(out));
   }
-  free(behaviors), free(out), free(bad), free(empty);
+  free(behaviors), free(out), free(bad), free(empty), free(array);
 }
 
 int main(void) {

@@ -31,7 +31,7 @@
 #include "model/tokenizer.h"
 #include "util/csv_write.h"
 #include "util/error.h"
-#include "util/fileio.h"
+#include "util/json.h"
 
 enum { INIT_SUFFIX_TOKENS = 20, MAX_CTX = 512 };
 /* Marks where the instruction goes when the template is rendered; a control
@@ -183,10 +183,8 @@ int cmd_attack(int argc, char **argv) {
   char *default_targets = targets_path ? NULL : cli_data_path("harmbench/harmbench_targets_text.json");
   if (!targets_path && !(targets_path = default_targets)) return cli_fail();
   rg_behaviors *bs = rg_behaviors_read(behaviors_path);
-  char *targets_text = bs ? rg_read_file(targets_path, NULL) : NULL;
-  cJSON *targets = targets_text ? cJSON_Parse(targets_text) : NULL;
-  if (targets_text && !cJSON_IsObject(targets)) rg_error_set("%s: not a JSON object of target strings", targets_path);
-  free(targets_text);
+  cJSON *targets = bs ? rg_json_read_file(targets_path) : NULL;
+  if (targets && !cJSON_IsObject(targets)) rg_error_set("%s: not a JSON object of target strings", targets_path);
   if (!bs || !cJSON_IsObject(targets)) {
     rg_behaviors_free(bs);
     cJSON_Delete(targets);

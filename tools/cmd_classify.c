@@ -35,6 +35,7 @@
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 /* What one run needs to label a list of completions. */
 typedef struct {
@@ -127,10 +128,10 @@ static int classify_json(const labeller *l, const char *in, const char *label_na
                          long *refused) {
   rg_completions c = {0};
   if (rg_completions_read(in, &c) < 0) return -1;
-  char *text = rg_read_file(in, NULL), *printed = NULL;
-  cJSON *root = text ? cJSON_Parse(text) : NULL; /* parsed once already: only OOM fails here */
+  char *printed = NULL;
+  cJSON *root = rg_json_read_file(in); /* read once already: only memory can fail here */
   int *labels = calloc(c.n + 1, sizeof *labels);
-  int rc = root && labels ? 0 : rg_error_set("%s: out of memory", in);
+  int rc = !root ? -1 : labels ? 0 : rg_error_set("%s: out of memory", in);
   if (rc == 0) rc = label_all(l, &c, labels);
   size_t i = 0;
   const cJSON *list;
@@ -152,7 +153,6 @@ static int classify_json(const labeller *l, const char *in, const char *label_na
   free(printed);
   free(labels);
   cJSON_Delete(root);
-  free(text);
   rg_completions_free(&c);
   return rc;
 }

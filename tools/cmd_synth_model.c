@@ -32,6 +32,7 @@
 #include "model/safetensors_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 #include "util/rng.h"
 
 static const char *SPECIALS[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -236,11 +237,8 @@ static int write_tokenizer(const char *dir, int vocab_size) {
 
 /* CONFIG_PATH's JSON with torch_dtype TORCH_DTYPE (that of the shards). */
 static int write_config(const char *dir, const char *config_path, const char *torch_dtype) {
-  char *text = rg_read_file(config_path, NULL);
-  if (!text) return -1;
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  if (!j) return rg_error_set("%s: not valid JSON", config_path);
+  cJSON *j = rg_json_read_file(config_path);
+  if (!j) return -1;
   cJSON_DeleteItemFromObject(j, "dtype"); /* transformers 5's name for it */
   cJSON_DeleteItemFromObject(j, "torch_dtype");
   cJSON_AddStringToObject(j, "torch_dtype", torch_dtype);
