@@ -84,7 +84,7 @@ static void test_attack_bad_input(void **state) {
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1", bad, "not valid JSON at byte 4"}, /* cut: its last byte */
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1", array, "not a JSON object"},
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1 --limit 1", empty, "no target string"},
-      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 0", empty, "must be positive"},
+      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 0", empty, "--steps: 0 is not positive"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[8192], *err = NULL;

@@ -381,7 +381,7 @@ static void test_cli_errors(void **state) {
   snprintf(cmd, sizeof cmd, "geometry --acts '%s' --model '%s' --out '%s' --layers 5:40", acts, t_env("REFGEO_MODEL"),
            out_none);
   assert_int_equal(t_run_cli(cmd, NULL, &err), 1);
-  assert_non_null(strstr(err, "--layers: 5:40"));
+  assert_non_null(strstr(err, "layer range 5:40"));
   free(err);
   snprintf(cmd, sizeof cmd, "geometry --acts '%s' --out '%s'", acts, out_none);
   assert_int_equal(t_run_cli(cmd, NULL, &err), 1);

@@ -1,4 +1,4 @@
-/* cmd_tokenize: `refgeo tokenize MODEL [--chat] [--system TEXT]
+/* cmd_tokenize: `refgeo tokenize (MODEL | --model PATH) [--chat] [--system TEXT]
  * [--chat-template NAME] [--no-special] [--json] TEXT` prints the token ids
  * of TEXT, optionally rendered first as one user turn (with the generation
  * prompt) through the model's chat template. Special-token text such as
@@ -46,7 +46,7 @@ static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {
   cJSON_AddNumberToObject(r, "n", n);
   char *s = cJSON_PrintUnformatted(r);
   cJSON_Delete(r);
-  if (!s) return rg_error_set("tokenize: out of memory");
+  if (!s) return rg_error_set("out of memory");
   printf("%s\n", s);
   free(s);
   return 0;
@@ -54,8 +54,9 @@ static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {
 
 int cmd_tokenize(int argc, char **argv) {
   bool chat = false, no_special = false, json = false;
-  const char *system = NULL, *template_name = NULL;
+  const char *system = NULL, *template_name = NULL, *model = NULL;
   const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
       {"chat", CLI_BOOL, &chat, "render TEXT as one user turn with the generation prompt"},
       {"system", CLI_STRING, &system, "system message (with --chat)"},
       {"chat-template", CLI_STRING, &template_name, "renderer name instead of detecting it from the model"},
@@ -64,22 +65,26 @@ int cmd_tokenize(int argc, char **argv) {
   };
   const char *pos[2];
   int n_pos;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "MODEL [flags] TEXT", pos, 2, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [flags] TEXT", pos,
+                     2, &n_pos);
   if (rc == 1) return 0;
   if (rc < 0) return cli_fail();
-  if (n_pos != 2) {
-    rg_error_set("tokenize: expected MODEL and TEXT (see refgeo tokenize --help)");
+  /* MODEL TEXT, or --model PATH TEXT */
+  if (n_pos == 2 && cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
+  if (!model || n_pos != 1) {
+    rg_error_set("expected MODEL and TEXT (or --model PATH and TEXT; see refgeo tokenize --help)");
     return cli_fail();
   }
+  const char *text_arg = pos[0];
   if (!chat && (system || template_name)) {
-    rg_error_set("tokenize: --system and --chat-template need --chat");
+    rg_error_set("--system and --chat-template need --chat");
     return cli_fail();
   }
-  rg_model *m = rg_model_load(pos[0]);
+  rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
   bool add_bos = true;
-  char *rendered = chat ? render_chat(m, template_name, system, pos[1], &add_bos) : NULL;
-  const char *text = chat ? rendered : pos[1];
+  char *rendered = chat ? render_chat(m, template_name, system, text_arg, &add_bos) : NULL;
+  const char *text = chat ? rendered : text_arg;
   int32_t *ids = NULL;
   int n = 0;
   rc = text ? rg_tokenize(m->tokenizer, text, strlen(text), !no_special, add_bos, &ids, &n) : -1;

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "capture/checkpoints.h"
+#include "model/checkpoints.h"
 #include "capture/prompts.h"
 
 typedef struct {
