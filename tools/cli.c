@@ -10,7 +10,13 @@
 static void print_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts) {
   printf("usage: refgeo %s %s\n", cmd, usage);
   for (int i = 0; i < n_opts; i++) {
-    const char *arg = opts[i].kind == CLI_BOOL ? "" : opts[i].kind == CLI_INT ? " N" : opts[i].kind == CLI_FLOAT ? " X" : " VALUE";
+    /* the value's kind, as docs/cli.md's type column names it (test_cli_docs) */
+    const cli_kind k = opts[i].kind;
+    const char *arg = k == CLI_BOOL    ? ""
+                      : k == CLI_INT   ? " N"
+                      : k == CLI_FLOAT ? " X"
+                      : k == CLI_MULTI ? " VALUE..."
+                                       : " VALUE";
     printf("  --%s%s\t%s\n", opts[i].name, arg, opts[i].help);
   }
 }
