@@ -7,6 +7,7 @@
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 #include "util/rng.h"
 
 void rg_prompts_free(rg_prompt_set *s) {
@@ -42,10 +43,8 @@ static int push(rg_prompt_set *s, int *cap, const char *text, size_t text_len, c
 }
 
 static int load_json(rg_prompt_set *s) {
-  char *text = rg_read_file(s->path, NULL);
-  if (!text) return -1;
-  cJSON *root = cJSON_Parse(text);
-  free(text);
+  cJSON *root = rg_json_read_file(s->path);
+  if (!root) return -1;
   int rc = 0, cap = 0, i = 0;
   if (!cJSON_IsArray(root)) {
     rc = rg_error_set("%s: expected a JSON array of {\"instruction\", \"category\"} objects", s->path);
