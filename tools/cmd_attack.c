@@ -31,15 +31,13 @@
 #include "commands.h"
 #include "harmbench/behaviors.h"
 #include "harmbench/completions.h"
+#include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/json.h"
 
 enum { INIT_SUFFIX_TOKENS = 20, MAX_CTX = 512 };
-/* Marks where the instruction goes when the template is rendered; a control
- * character no template writes. */
-static const char SLOT[] = "\x1d";
 
 typedef struct {
   int32_t *ids;
@@ -61,24 +59,6 @@ static int append(const rg_model *m, idvec *v, const char *text, bool add_bos) {
   v->n += n;
   free(ids);
   return 0;
-}
-
-/* The template text before and after the instruction of a one-turn chat
- * with the generation prompt. */
-static int split_template(const rg_chat_template *t, char **before, char **after) {
-  rg_chat_message msg = {"user", SLOT};
-  char *text = rg_chat_render(t, &msg, 1, true);
-  if (!text) return -1;
-  char *slot = strstr(text, SLOT);
-  if (!slot || strstr(slot + 1, SLOT)) {
-    free(text);
-    return rg_error_set("cannot split the chat template around the instruction");
-  }
-  *slot = '\0';
-  *before = strdup(text);
-  *after = strdup(slot + 1);
-  free(text);
-  return *before && *after ? 0 : rg_error_set("out of memory");
 }
 
 static char *read_target(const cJSON *targets, const char *path, const char *id) {
@@ -221,11 +201,11 @@ int cmd_attack(int argc, char **argv) {
   rg_completions cases = {0};
   rg_csv_writer log;
   bool log_open = false;
-  rc = (j.m = rg_model_load(model)) && cli_chat_template(j.m, tmpl_name, &t) == 0 &&
-               split_template(&t, &j.before, &j.after) == 0
+  rc = (j.m = rg_model_load(model)) && rg_prompt_template(j.m, tmpl_name, &t) == 0 &&
+               rg_prompt_frame(&t, &j.before, &j.after) == 0
            ? 0
            : -1;
-  j.add_bos = !t.bos_text || t.bos_text[0] == '\0'; /* a template that writes BOS gets no second one */
+  j.add_bos = rc == 0 && rg_prompt_wants_bos(&t);
   if (rc == 0) j.max_ctx = j.m->cfg.max_ctx < MAX_CTX ? j.m->cfg.max_ctx : MAX_CTX;
   if (rc == 0) {
     rg_session_opts to = {.threads = threads, .max_batch_tokens = MAX_CTX, .max_logit_rows = MAX_CTX, .train = true};

@@ -7,33 +7,13 @@
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 #include "commands.h"
-#include "model/chat_template.h"
 #include "model/model.h"
+#include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
-
-/* TEXT as a one-turn chat prompt (malloc'd); *add_bos is cleared when the
- * template writes BOS itself. */
-static char *render_chat(const rg_model *m, const char *template_name, const char *system, const char *text,
-                         bool *add_bos) {
-  rg_chat_template t;
-  int rc = template_name ? rg_chat_template_by_name(template_name, &t)
-           : m->chat_template ? rg_chat_template_detect(m->chat_template, &t)
-                              : rg_error_set("%s: model has no chat template (use --chat-template NAME)", m->path);
-  if (rc < 0) return NULL;
-  rg_chat_message msgs[2];
-  int n = 0;
-  if (system) msgs[n++] = (rg_chat_message){"system", system};
-  msgs[n++] = (rg_chat_message){"user", text};
-  char *out = rg_chat_render(&t, msgs, n, true);
-  *add_bos = !t.bos_text || t.bos_text[0] == '\0';
-  rg_chat_template_free(&t);
-  return out;
-}
 
 static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {
   cJSON *r = cJSON_CreateObject();
@@ -75,19 +55,18 @@ int cmd_tokenize(int argc, char **argv) {
     rg_error_set("expected MODEL and TEXT (or --model PATH and TEXT; see refgeo tokenize --help)");
     return cli_fail();
   }
-  const char *text_arg = pos[0];
+  const char *text = pos[0];
   if (!chat && (system || template_name)) {
     rg_error_set("--system and --chat-template need --chat");
     return cli_fail();
   }
   rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
-  bool add_bos = true;
-  char *rendered = chat ? render_chat(m, template_name, system, text_arg, &add_bos) : NULL;
-  const char *text = chat ? rendered : text_arg;
+  rg_prompt_opts p = {.text = text, .chat = chat, .system = system, .chat_template = template_name,
+                      .plain_specials = no_special};
   int32_t *ids = NULL;
   int n = 0;
-  rc = text ? rg_tokenize(m->tokenizer, text, strlen(text), !no_special, add_bos, &ids, &n) : -1;
+  rc = rg_prompt_encode(m, &p, &ids, &n, NULL, NULL);
   if (rc == 0 && json) {
     rc = print_json(m->tokenizer, ids, n);
   } else if (rc == 0) {
@@ -95,7 +74,6 @@ int cmd_tokenize(int argc, char **argv) {
     printf("\n");
   }
   free(ids);
-  free(rendered);
   rg_model_free(m);
   return rc == 0 ? 0 : cli_fail();
 }

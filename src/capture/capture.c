@@ -9,6 +9,7 @@
 #include "model/chat_template.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
 
@@ -30,27 +31,14 @@ static void split_tokens_free(split_tokens *t) {
   *t = (split_tokens){0};
 }
 
-static int resolve_template(const rg_model *m, const char *name, rg_chat_template *t) {
-  if (name) return rg_chat_template_by_name(name, t);
-  if (m->chat_template) return rg_chat_template_detect(m->chat_template, t);
-  return rg_error_set("%s: model has no chat template (use --chat-template NAME)", m->path);
-}
-
-/* A template that writes BOS itself must not get a second one. */
-static bool template_wants_bos(const rg_chat_template *t) { return !t->bos_text || t->bos_text[0] == '\0'; }
-
 static int tokenize_split(const rg_model *m, const rg_chat_template *t, const rg_prompt_set *ps, int n_pos,
                           split_tokens *out) {
   *out = (split_tokens){.n = ps->n, .ids = calloc((size_t)ps->n, sizeof(int32_t *)),
                         .lens = calloc((size_t)ps->n, sizeof(int))};
   if (!out->ids || !out->lens) return rg_error_set("%s: out of memory", ps->path);
   for (int i = 0; i < ps->n; i++) {
-    rg_chat_message msg = {"user", ps->items[i].text};
-    char *text = rg_chat_render(t, &msg, 1, true);
-    if (!text) return -1;
-    int rc = rg_tokenize(m->tokenizer, text, strlen(text), true, template_wants_bos(t), &out->ids[i], &out->lens[i]);
-    free(text);
-    if (rc < 0) return rg_error_prefix("%s: prompt %d", ps->path, i + 1);
+    if (rg_prompt_encode_chat(m, t, NULL, ps->items[i].text, true, &out->ids[i], &out->lens[i]) < 0)
+      return rg_error_prefix("%s: prompt %d", ps->path, i + 1);
     if (out->lens[i] < n_pos)
       return rg_error_set("%s: prompt %d has %d tokens, fewer than the %d eoi positions", ps->path, i + 1,
                           out->lens[i], n_pos);
@@ -207,7 +195,7 @@ typedef struct {
 
 static int view_model(const rg_model *m, const char *template_name, model_view *v) {
   *v = (model_view){0};
-  if (resolve_template(m, template_name, &v->tmpl) < 0) return -1;
+  if (rg_prompt_template(m, template_name, &v->tmpl) < 0) return -1;
   if (eoi_tokens(m, &v->tmpl, &v->eoi, &v->n_eoi) < 0) {
     rg_chat_template_free(&v->tmpl);
     return -1;
