@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harmbench/behaviors.h"
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -79,16 +80,19 @@ static int load_csv(rg_prompt_set *s) {
   int rc = 0, cap = 0;
   int behavior = rg_csv_require_col(t, "Behavior");
   int category = rg_csv_col(t, "SemanticCategory");
+  int context = rg_csv_col(t, "ContextString");
   if (behavior < 0) rc = -1;
   for (size_t r = 0; rc == 0 && r < t->n_rows; r++) {
-    const char *text = t->rows[r][behavior];
-    if (!*text) {
+    if (!*t->rows[r][behavior]) {
       /* line = data row + header, exact unless earlier fields span lines */
       rc = rg_error_set("%s: line %zu: empty Behavior", s->path, r + 2);
       break;
     }
+    /* The prompt is what asr and attack give the model for this row. */
+    char *text = rg_harmbench_request_text(t->rows[r][behavior], context >= 0 ? t->rows[r][context] : "");
     const char *cat = category >= 0 && *t->rows[r][category] ? t->rows[r][category] : NULL;
-    rc = push(s, &cap, text, strlen(text), cat);
+    rc = text ? push(s, &cap, text, strlen(text), cat) : rg_error_set("%s: out of memory", s->path);
+    free(text);
   }
   rg_csv_free(t);
   return rc;
