@@ -440,7 +440,7 @@ static void test_asr_prompts_bad_input(void **state) {
   strcpy(w, "\n");
   char *wide_csv = t_write_tmp("asr_prompts_wide.csv", wide, strlen(wide));
   snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --out '%s'", model, wide_csv, dir);
-  expect_one_line_error(cmd, "no column 'prompt' (--prompt-column; columns: column0, column1,", "...)");
+  expect_one_line_error(cmd, "no column 'prompt' (the prompt column; columns: column0, column1,", "...)");
   free(wide_csv), free(dup_csv), free(dir), free(prompts);
 }
 
