@@ -32,8 +32,10 @@
  * read as float16; HDF5 rounds float32 to it on write.
  *
  * Resumability: HDF5 1.10 has no journal, so a process killed while it
- * writes can leave that file's metadata broken. No file is therefore
- * written under its final name. rg_acts_open builds a new PATH as
+ * writes can leave that file's metadata broken, and its SWMR mode, which
+ * keeps a file readable while it is appended to, cannot create groups or
+ * datasets; appending steps to one file in place is therefore not safe. No
+ * file is written under its final name. rg_acts_open builds a new PATH as
  * "PATH.tmp" and renames it into place; rg_acts_begin_step creates the step
  * file as "PATH.step_<N>.h5.tmp"; rg_acts_end_step sets complete = 1, closes,
  * fsyncs and renames it to "PATH.step_<N>.h5", then copies PATH (attributes
