@@ -2,7 +2,7 @@
 
 Dev only; refgeo and its tests never run Python. Regenerate with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_asr_fixtures.py \
+    python tools/reference/make_asr_fixtures.py \
         --data data --out tests/fixtures/harmbench/asr_completions.json
 
 The fixture holds a HarmBench completions file for the 41 standard behaviors

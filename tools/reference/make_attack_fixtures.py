@@ -27,8 +27,8 @@ script asserts (and records) far above float32 noise.
 
 Dev only, never run by CI:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_attack_fixtures.py \
-        ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf
+    python tools/reference/make_attack_fixtures.py \
+        PATH/TO/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 import csv
 import io
