@@ -6,7 +6,11 @@
  * grouped-query attention). Like llm.c's test, every parameter tensor is
  * checked: its gradient's L2 norm over all elements, and every 29th element.
  * The two sequences of the batch are interleaved token by token (a ragged
- * batch), and the loss weights rows unevenly and skips one.
+ * batch), and the loss weights rows unevenly and skips one. The sliding
+ * window is exercised by mistral_f16_window4: Mistral's weights with
+ * sliding_window 4 in its config.json, on 12- and 9-token sequences, so most
+ * queries attend to their last 4 keys only (ignoring the window changes the
+ * reference's logits by up to 1.7).
  *
  * Tolerance 1e-4, relative to the largest reference magnitude of each
  * tensor: refgeo computes in float32 (sums of at most a few hundred terms,
@@ -24,6 +28,7 @@
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"
+#include "util/fileio.h"
 
 static const double TOL = 1e-4;
 
@@ -45,13 +50,34 @@ static const cJSON *get(const cJSON *o, const char *k) {
   return v;
 }
 
+/* The fixture's model directory; when the fixture overrides sliding_window
+ * (as make_backward_fixtures.py passes it to from_pretrained), a copy whose
+ * config.json says so. */
+static char *model_dir(const cJSON *fx) {
+  char *dir = t_hf_tiny(get(fx, "model")->valuestring);
+  const cJSON *window = cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "config_overrides"), "sliding_window");
+  if (!window) return dir;
+  char *copy = malloc(strlen(dir) + 32), cmd[4096];
+  sprintf(copy, "%s-window%d", dir, window->valueint);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
+  assert_int_equal(system(cmd), 0);
+  char *path = rg_path_join(copy, "config.json"), *text = rg_read_file(path, NULL);
+  cJSON *cfg = cJSON_Parse(text);
+  assert_true(cJSON_ReplaceItemInObject(cfg, "sliding_window", cJSON_CreateNumber(window->valueint)));
+  char *edited = cJSON_Print(cfg);
+  assert_int_equal(rg_write_file_atomic(path, edited, strlen(edited)), 0);
+  free(edited), free(text), free(path), free(dir);
+  cJSON_Delete(cfg);
+  return copy;
+}
+
 /* Loads the model and lays out the fixture's batch, sequences interleaved. */
 static batch load(const char *name) {
   batch b = {0};
   char rel[128];
   snprintf(rel, sizeof rel, "backward/%s.json", name);
   b.fx = t_read_json_fixture(rel);
-  char *dir = t_hf_tiny(name);
+  char *dir = model_dir(b.fx);
   b.m = rg_model_load(dir);
   if (!b.m) fail_msg("%s", rg_error_get());
   free(dir);
@@ -86,7 +112,7 @@ static batch load(const char *name) {
   b.first[1] = index[1][0];
   free(index[0]), free(index[1]);
   rg_session_opts o = {.max_batch_tokens = b.n, .max_logit_rows = b.n, .train = true};
-  b.s = t_session(b.m, 2, RG_WEIGHTS_F32, 2, 8, &o);
+  b.s = t_session(b.m, 2, RG_WEIGHTS_F32, 2, len[0] > len[1] ? len[0] : len[1], &o);
   return b;
 }
 
@@ -201,6 +227,7 @@ static void test_llama_tied(void **state) { check_model("llama_f32"); }
 static void test_qwen2_bias(void **state) { check_model("qwen2_bf16"); }
 static void test_mistral_untied(void **state) { check_model("mistral_f16"); }
 static void test_llama3_rope_scaling(void **state) { check_model("llama3_bf16"); }
+static void test_mistral_window(void **state) { check_model("mistral_f16_window4"); }
 
 /* A batch that continues cached sequences cannot be differentiated (the
  * cached tokens' activations are gone); an inference session has no
@@ -237,6 +264,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_tied),     cmocka_unit_test(test_qwen2_bias),
       cmocka_unit_test(test_mistral_untied), cmocka_unit_test(test_llama3_rope_scaling),
+      cmocka_unit_test(test_mistral_window),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,7 +12,8 @@
  *    unperturbed embedding) equal across steps, the last layer not; a rerun
  *    skips both steps.
  *  - sites/float16: two sites stored as float16; resid_post of block L
- *    equals resid_pre of block L+1 (separate passes over the prompts).
+ *    equals resid_pre of block L+1 (both filled by one pass;
+ *    test_capture_passes checks them against one-site captures).
  *  - fixture: capture (library) of 4 of the forward fixture's prompt texts:
  *    the stored token ids equal transformers' apply_chat_template ids and
  *    resid_pre at the last 4 positions equals transformers' hidden states

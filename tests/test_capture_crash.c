@@ -165,7 +165,9 @@ static void test_kill_and_resume(void **state) {
 
   /* The kill points, in order, on one file. The creation writes 4 pwrites
    * and a step ~150 (Release build, measured with strace), so pwrite64 #40
-   * falls inside a step whether or not the file had to be created first. */
+   * falls inside a step whether or not the file had to be created first.
+   * Once the file exists, each step renames twice: its step file into
+   * place, then the main file that links it. */
   static const struct {
     const char *syscall;
     int when;
@@ -175,8 +177,9 @@ static void test_kill_and_resume(void **state) {
       {"pwrite64", 1, "at the new file's first write"},
       {"pwrite64", 3, "while the new file is written"},
       {"pwrite64", 40, "inside step 0"},
-      {"rename", 1, "before step 0 is published"},
-      {"rename", 2, "before step 100 is published"},
+      {"rename", 1, "before step 0's file is renamed into place"},
+      {"rename", 2, "before the main file links step 0"},
+      {"rename", 4, "before the main file links step 100"},
       {"pwrite64", 40, "inside step 100"},
   };
   int n_complete = 0;
@@ -214,7 +217,7 @@ static void test_kill_and_resume(void **state) {
     if (s < 0)
       snprintf(tmp, sizeof tmp, "%s.tmp", h5);
     else
-      snprintf(tmp, sizeof tmp, "%s.step_%ld.tmp", h5, STEPS[s]);
+      snprintf(tmp, sizeof tmp, "%s.step_%ld.h5.tmp", h5, STEPS[s]);
     if (rg_path_exists(tmp)) fail_msg("%s left behind", tmp);
   }
   free(ref_args), free(args);

@@ -228,7 +228,7 @@ static void test_by_name_matches_detect(void **state) {
 static void test_errors(void **state) {
   rg_chat_template t;
   assert_int_equal(rg_chat_template_by_name("vicuna", &t), -1);
-  assert_non_null(strstr(rg_error_get(), "--chat-template vicuna: unknown template"));
+  assert_non_null(strstr(rg_error_get(), "unknown chat template 'vicuna'"));
 
   rg_error_clear();
   assert_int_equal(rg_chat_template_detect("{% for m in messages %}### {{ m['content'] }}{% endfor %}", &t), -1);

@@ -420,9 +420,9 @@ static void test_asr_prompts_bad_input(void **state) {
   const char *model = t_env("REFGEO_MODEL");
   snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --prompt-column question --out '%s'", model, prompts,
            dir);
-  expect_one_line_error(cmd, "xstest_prompts.csv: no column 'question' (--prompt-column", NULL);
+  expect_one_line_error(cmd, "xstest_prompts.csv: no column 'question' (the prompt column", NULL);
   snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --group-column category --out '%s'", model, prompts, dir);
-  expect_one_line_error(cmd, "xstest_prompts.csv: no column 'category' (--group-column", NULL);
+  expect_one_line_error(cmd, "xstest_prompts.csv: no column 'category' (a group column", NULL);
   snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --behaviors '%s' --out '%s'", model, prompts, prompts,
            dir);
   expect_one_line_error(cmd, "--behaviors / --prompts: give exactly one", NULL);
@@ -440,7 +440,7 @@ static void test_asr_prompts_bad_input(void **state) {
   strcpy(w, "\n");
   char *wide_csv = t_write_tmp("asr_prompts_wide.csv", wide, strlen(wide));
   snprintf(cmd, sizeof cmd, "asr --model '%s' --prompts '%s' --out '%s'", model, wide_csv, dir);
-  expect_one_line_error(cmd, "no column 'prompt' (--prompt-column; columns: column0, column1,", "...)");
+  expect_one_line_error(cmd, "no column 'prompt' (the prompt column; columns: column0, column1,", "...)");
   free(wide_csv), free(dup_csv), free(dir), free(prompts);
 }
 

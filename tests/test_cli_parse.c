@@ -80,23 +80,24 @@ static void test_positionals(void **state) {
   assert_int_equal(n_pos, 0);
 }
 
-/* Each bad command line gives -1 and one line naming the command and flag. */
+/* Each bad command line gives -1 and one line naming the flag (cli_fail
+ * adds "refgeo CMD: "). */
 static void test_errors(void **state) {
   static const struct {
     const char *args[3];
     const char *message;
   } BAD[] = {
-      {{"--nope", NULL}, "capture: unknown flag '--nope' (see refgeo capture --help)"},
-      {{"--nope=1", NULL}, "capture: unknown flag '--nope' (see refgeo capture --help)"},
-      {{"-v", NULL}, "capture: unknown flag '-v' (see refgeo capture --help)"},
-      {{"--model", NULL}, "capture: --model needs a value"},
-      {{"--verbose=yes", NULL}, "capture: --verbose takes no value"},
-      {{"--layer", "12x"}, "capture: --layer expects an integer, got '12x'"},
-      {{"--layer", ""}, "capture: --layer expects an integer, got ''"},
-      {{"--layer", "99999999999"}, "capture: --layer expects an integer, got '99999999999'"}, /* > INT_MAX */
-      {{"--alpha", "fast"}, "capture: --alpha expects a number, got 'fast'"},
-      {{"--alpha", "1e999"}, "capture: --alpha expects a number, got '1e999'"}, /* ERANGE */
-      {{"one", "two"}, "capture: unexpected argument 'two'"},                    /* max_pos = 1 */
+      {{"--nope", NULL}, "unknown flag '--nope' (see refgeo capture --help)"},
+      {{"--nope=1", NULL}, "unknown flag '--nope' (see refgeo capture --help)"},
+      {{"-v", NULL}, "unknown flag '-v' (see refgeo capture --help)"},
+      {{"--model", NULL}, "--model needs a value"},
+      {{"--verbose=yes", NULL}, "--verbose takes no value"},
+      {{"--layer", "12x"}, "--layer expects an integer, got '12x'"},
+      {{"--layer", ""}, "--layer expects an integer, got ''"},
+      {{"--layer", "99999999999"}, "--layer expects an integer, got '99999999999'"}, /* > INT_MAX */
+      {{"--alpha", "fast"}, "--alpha expects a number, got 'fast'"},
+      {{"--alpha", "1e999"}, "--alpha expects a number, got '1e999'"}, /* ERANGE */
+      {{"one", "two"}, "unexpected argument 'two'"},                    /* max_pos = 1 */
   };
   for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
     flags f = {0};
@@ -106,6 +107,37 @@ static void test_errors(void **state) {
     assert_string_equal(rg_error_get(), BAD[i].message);
     cli_list_free(&f.prompts);
   }
+}
+
+/* MODEL positionally or as --model, never both (cli_take_model). */
+static void test_take_model(void **state) {
+  const char *pos[2] = {"m.gguf", "text"}, *model = NULL;
+  int n_pos = 2;
+  assert_int_equal(cli_take_model(&model, pos, &n_pos), 0);
+  assert_string_equal(model, "m.gguf");
+  assert_int_equal(n_pos, 1);
+  assert_string_equal(pos[0], "text");
+  model = "flag.gguf";
+  n_pos = 0;
+  assert_int_equal(cli_take_model(&model, pos, &n_pos), 0); /* --model alone */
+  assert_string_equal(model, "flag.gguf");
+  pos[0] = "m.gguf";
+  n_pos = 1;
+  assert_int_equal(cli_take_model(&model, pos, &n_pos), -1);
+  assert_string_equal(rg_error_get(), "MODEL given twice ('m.gguf' and --model 'flag.gguf')");
+  model = NULL;
+  n_pos = 0;
+  assert_int_equal(cli_take_model(&model, pos, &n_pos), 0); /* neither: the command says what is missing */
+  assert_null(model);
+}
+
+static void test_require_positive(void **state) {
+  assert_int_equal(cli_require_positive("batch", 1), 0);
+  assert_int_equal(cli_require_positive("batch", 2147483647), 0);
+  assert_int_equal(cli_require_positive("batch", 0), -1);
+  assert_string_equal(rg_error_get(), "--batch: 0 is not positive");
+  assert_int_equal(cli_require_positive("batch", -2147483647), -1);
+  assert_string_equal(rg_error_get(), "--batch: -2147483647 is not positive");
 }
 
 static void test_help_and_fail(void **state) {
@@ -123,6 +155,8 @@ int main(void) {
       cmocka_unit_test(test_all_kinds),
       cmocka_unit_test(test_positionals),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_take_model),
+      cmocka_unit_test(test_require_positive),
       cmocka_unit_test(test_help_and_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /* test_geometry_checkpoints: the checkpoint series a geometry run walks
- * (capture/checkpoints.h), from a Trainer-style run directory and from a
+ * (model/checkpoints.h), from a Trainer-style run directory and from a
  * manifest CSV, and every validation error. The inputs are built in
  * $REFGEO_TMP; expected orders and messages follow from the documented
  * rules. */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/checkpoints.h"
+#include "model/checkpoints.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

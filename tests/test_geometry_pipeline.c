@@ -19,7 +19,25 @@
  * directions.h5, read by h5dump: every step's directions equal the difference
  * in means recomputed here from h5dump's export of the train activations, and
  * each step marks migration.csv's best carrier (or none).
+ *
+ * Against an independent reference: tests/fixtures/geometry/
+ * pipeline_reference.json, written by tools/reference/make_geometry_reference.py
+ * (numpy/scipy over the same activations read with h5py, captured offline with
+ * this setup's commands): every geometry.csv row's |r|, cos to step 0, AUROC
+ * and prompt_diff spectrum; the sign of every stored direction (its dot with
+ * a random unit vector u); migration.csv's carrier spectrum and drift angle.
+ * A swapped harmful/harmless split (in capture or here) flips the
+ * directions' sign and makes prompt_diff x_harmless - mean harmful, so it
+ * fails here although the tables stay consistent with each other (the AUROC
+ * and the line angles do not see it). The numbers are reproducible because
+ * capture is deterministic; the tolerances (REL_TOL, auroc_tol) leave room
+ * for engine changes at float32 rounding level.
+ *
+ * Under the sanitizers (REFGEO_SANITIZED) the model runs ~5x slower, so the
+ * capture keeps 8 train / 4 val prompts per class and geometry scores 2 val
+ * prompts per class (the fixture's "small" variant); the checks are the same.
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +54,48 @@ enum { N_LAYERS = 30, N_POS = 6, LO = 4, HI = 6, N_CAND = N_POS * (HI - LO) };
 
 static char *dir, *acts, *out, *out_none;
 
+/* Prompt counts of the capture and the val prompts geometry scores per class;
+ * smaller under the sanitizers (see the top). */
+static int g_n_train = 32, g_n_val = 16, g_max_val = 4;
+static cJSON *g_fixture;
+static const cJSON *g_ref; /* the fixture's variant for these counts */
+
+/* Activations reproduce to float32 rounding (~1e-7 relative) after a change of
+ * summation order in the engine; a difference of means of ~30 prompts and a
+ * spectrum of them keep that within 1e-4 relative of the quantity's scale.
+ * A swapped split changes the checked quantities by O(1). */
+static const double REL_TOL = 1e-4;
+
+/* AUROC counts pairs: allow 4 of the n_h x n_l pairs to flip order (projections
+ * of two prompts within float32 rounding of each other). */
+static double auroc_tol(void) { return 4.0 / ((double)g_n_train * g_n_train) + 1e-12; }
+
+static const cJSON *ref_step(long step) {
+  const cJSON *s;
+  cJSON_ArrayForEach(s, cJSON_GetObjectItem(g_ref, "per_step"))
+    if (cJSON_GetObjectItem(s, "step")->valueint == step) return s;
+  fail_msg("reference: no step %ld", step);
+  return NULL;
+}
+
+/* |got - want| <= tol * scale, or both NaN (the fixture's null). */
+static void expect_near(double got, const cJSON *want, double tol, double scale, const char *what, long step,
+                        long layer, long pos) {
+  if (cJSON_IsNull(want)) {
+    if (!isnan(got)) fail_msg("step %ld layer %ld pos %ld %s: %.10g, reference NaN", step, layer, pos, what, got);
+    return;
+  }
+  if (!(fabs(got - want->valuedouble) <= tol * scale))
+    fail_msg("step %ld layer %ld pos %ld %s: %.10g, reference %.10g (tol %.2g)", step, layer, pos, what, got,
+             want->valuedouble, tol * scale);
+}
+
+/* The reference value NAME of site (layer, pos) at STEP. */
+static const cJSON *site_ref(long step, const char *name, long layer, long pos) {
+  const cJSON *arr = cJSON_GetObjectItem(cJSON_GetObjectItem(ref_step(step), "sites"), name);
+  return cJSON_GetArrayItem(arr, (int)(layer * N_POS + pos + N_POS));
+}
+
 static char *tmp(const char *name) {
   char *p = rg_path_join(dir, name);
   assert_non_null(p);
@@ -51,6 +111,10 @@ static void run_ok(const char *args) {
 
 static int setup(void **state) {
   (void)state;
+  if (getenv("REFGEO_SANITIZED")) g_n_train = 8, g_n_val = 4, g_max_val = 2;
+  g_fixture = t_read_json_fixture("geometry/pipeline_reference.json");
+  g_ref = cJSON_GetObjectItem(g_fixture, getenv("REFGEO_SANITIZED") ? "small" : "full");
+  assert_int_equal(cJSON_GetObjectItem(g_ref, "n_harmful")->valueint, g_n_train);
   dir = t_tmp_path("geometry_pipeline");
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -68,14 +132,14 @@ static int setup(void **state) {
   assert_int_equal(rg_write_file_atomic(manifest, text, strlen(text)), 0);
   char *prompts = t_fixture_path("../../data/prompts");
   snprintf(cmd, sizeof cmd,
-           "capture --manifest '%s' --out '%s' --n-train 32 --n-val 16 --threads 2 --harmful-train "
+           "capture --manifest '%s' --out '%s' --n-train %d --n-val %d --threads 2 --harmful-train "
            "'%s/harmful_train.json' --harmless-train '%s/harmless_train.json' --harmful-val '%s/harmful_val.json' "
            "--harmless-val '%s/harmless_val.json'",
-           manifest, acts, prompts, prompts, prompts, prompts);
+           manifest, acts, g_n_train, g_n_val, prompts, prompts, prompts, prompts);
   run_ok(cmd);
   snprintf(cmd, sizeof cmd,
-           "geometry --acts '%s' --manifest '%s' --out '%s' --layers %d:%d --max-val 4 --induce-min -1000 --threads 2",
-           acts, manifest, out, LO, HI);
+           "geometry --acts '%s' --manifest '%s' --out '%s' --layers %d:%d --max-val %d --induce-min -1000 --threads 2",
+           acts, manifest, out, LO, HI, g_max_val);
   run_ok(cmd);
   snprintf(cmd, sizeof cmd,
            "geometry --acts '%s' --model '%s' --out '%s' --layers %d:%d --max-val 2 --induce-min 1000 --threads 2",
@@ -93,6 +157,7 @@ static int teardown(void **state) {
   free(acts);
   free(out);
   free(out_none);
+  cJSON_Delete(g_fixture);
   return 0;
 }
 
@@ -128,11 +193,11 @@ static void test_reader_matches_h5dump(void **state) {
   float *a = NULL;
   int n = 0, n_pos = 0;
   assert_int_equal(rg_acts_read_site(r, 100, "harmful_train", RG_HOOK_RESID_PRE, &a, &n, &n_pos), 0);
-  assert_int_equal(n, 32);
+  assert_int_equal(n, g_n_train);
   assert_int_equal(n_pos, N_POS);
   size_t n_raw = 0;
   float *raw = t_h5dump_floats(acts, "/step_100/acts/harmful_train/resid_pre", &n_raw);
-  assert_int_equal(n_raw, (size_t)N_LAYERS * 32 * N_POS * 576);
+  assert_int_equal(n_raw, (size_t)N_LAYERS * g_n_train * N_POS * 576);
   assert_memory_equal(raw, a, n_raw * sizeof(float));
   free(raw);
   free(a);
@@ -140,7 +205,7 @@ static void test_reader_matches_h5dump(void **state) {
   int32_t **ids = NULL;
   int *lens = NULL, n_ids = 0;
   assert_int_equal(rg_acts_read_token_ids(r, 0, "harmless_val", &ids, &lens, &n_ids), 0);
-  assert_int_equal(n_ids, 16);
+  assert_int_equal(n_ids, g_n_val);
   /* Every prompt ends with the eoi tokens stored in the root attributes. */
   for (int i = 0; i < n_ids; i++) {
     assert_true(lens[i] > N_POS);
@@ -174,10 +239,22 @@ static void test_geometry_table(void **state) {
     char hook[64];
     snprintf(hook, sizeof hook, "blocks.%ld.hook_resid_pre", layer);
     assert_string_equal(g->rows[r][col(g, "hook")], hook);
-    assert_int_equal(ival(g, r, "n_harmful"), 32);
-    assert_int_equal(ival(g, r, "n_harmless"), 32);
+    assert_int_equal(ival(g, r, "n_harmful"), g_n_train);
+    assert_int_equal(ival(g, r, "n_harmless"), g_n_train);
     assert_string_equal(g->rows[r][col(g, "matrix")], "prompt_diff");
     double norm = dval(g, r, "dir_norm"), auroc = dval(g, r, "auroc");
+    const double ref_norm = site_ref(step, "dir_norm", layer, pos)->valuedouble;
+    expect_near(norm, site_ref(step, "dir_norm", layer, pos), REL_TOL, ref_norm, "dir_norm", step, layer, pos);
+    expect_near(auroc, site_ref(step, "auroc", layer, pos), auroc_tol(), 1, "auroc", step, layer, pos);
+    expect_near(dval(g, r, "cos_step0"), site_ref(step, "cos_step0", layer, pos), REL_TOL, 1, "cos_step0", step,
+                layer, pos);
+    static const char *const SPECTRUM[][2] = {
+        {"erank_sigma", "erank_sigma"}, {"erank_sigma2", "erank_sigma2"}, {"participation_ratio", "pr"}};
+    for (int k = 0; k < 3; k++) {
+      const cJSON *want = site_ref(step, SPECTRUM[k][1], layer, pos);
+      expect_near(dval(g, r, SPECTRUM[k][0]), want, REL_TOL, cJSON_IsNull(want) ? 0 : want->valuedouble,
+                  SPECTRUM[k][0], step, layer, pos);
+    }
     if (layer == 0) {
       /* Block 0's input is the embedding of the eoi tokens, the same in
        * every prompt: no direction, so every measure is NaN. */
@@ -199,9 +276,9 @@ static void test_geometry_table(void **state) {
       assert_true(dval(g, r, "cos_prev") == c0);
     }
     double es = dval(g, r, "erank_sigma"), es2 = dval(g, r, "erank_sigma2"), pr = dval(g, r, "participation_ratio");
-    /* 32 x 576 matrix: every measure lies in [1, 32], and erank_sigma >=
-     * erank_sigma2 >= PR (entropy orders of a distribution). */
-    assert_true(es >= 1 && es <= 32 && es2 >= 1 && pr >= 1 - 1e-12 && es >= es2 - 1e-9 && es2 >= pr - 1e-9);
+    /* n_train x 576 matrix: every measure lies in [1, n_train], and
+     * erank_sigma >= erank_sigma2 >= PR (entropy orders of a distribution). */
+    assert_true(es >= 1 && es <= g_n_train && es2 >= 1 && pr >= 1 - 1e-12 && es >= es2 - 1e-9 && es2 >= pr - 1e-9);
   }
   /* The refusal direction separates the classes at the last position of a
    * middle layer: the harmful train prompts project higher (AUROC near 1). */
@@ -253,6 +330,25 @@ static void test_carriers_and_migration(void **state) {
     double drift = dval(m, s, "angle_vs_step0_deg");
     if (step == 0) assert_true(drift < 1e-5);
     else assert_true(isnan(drift) || (drift >= 0 && drift <= 90));
+    /* Against the reference: the carrier matrix's spectrum at the best layer,
+     * and the drift as the line angle between this step's best candidate and
+     * step 0's (the fixture has the angle of every pair of candidates). */
+    const long bl = ival(m, s, "best_layer"), bp = ival(m, s, "best_pos");
+    const cJSON *spec = cJSON_GetArrayItem(cJSON_GetObjectItem(ref_step(step), "carrier_spectrum"), (int)bl);
+    static const char *const MEASURES[3] = {"erank_sigma", "erank_sigma2", "pr"};
+    for (int k = 0; k < 3; k++)
+      expect_near(dval(m, s, MEASURES[k]), cJSON_GetArrayItem(spec, k), REL_TOL, cJSON_GetArrayItem(spec, k)->valuedouble,
+                  MEASURES[k], step, bl, bp);
+    const size_t row0 = ival(m, 0, "step") == 0 ? 0 : 1;
+    if (strcmp(m->rows[row0][col(m, "label")], "none") != 0) {
+      const long k = (bp + N_POS) * (HI - LO) + bl - LO; /* RD's candidate order: position, then layer */
+      const long k0 = (ival(m, row0, "best_pos") + N_POS) * (HI - LO) + ival(m, row0, "best_layer") - LO;
+      const cJSON *angles = cJSON_GetObjectItem(ref_step(step), "line_angle_vs_step0");
+      /* degrees: 0.05 covers an arccos near 0, where float32-level changes of
+       * the directions move the angle most (sqrt of their size). */
+      expect_near(drift, cJSON_GetArrayItem(cJSON_GetArrayItem(angles, (int)k), (int)k0), 0.05, 1, "drift", step, bl,
+                  bp);
+    }
     print_message("step %ld: best carrier pos %ld layer %ld bypass %.4f induce %.4f kl %.4f, %d admissible, drift "
                   "%.3f deg\n",
                   step, ival(m, s, "best_pos"), ival(m, s, "best_layer"), dval(m, s, "bypass"), dval(m, s, "induce"),
@@ -343,6 +439,20 @@ static void test_directions_file(void **state) {
       worst = fmax(worst, err);
     }
     if (worst > 1e-12 * scale) fail_msg("step %ld: direction error %.3g beyond float32 rounding", step, worst);
+    /* Each stored direction's sign and size against the reference: its dot
+     * with the fixture's random unit vector u. */
+    const cJSON *u = cJSON_GetObjectItem(g_fixture, "u");
+    assert_int_equal(cJSON_GetArraySize(u), D);
+    double uv[D];
+    for (int k = 0; k < D; k++) uv[k] = cJSON_GetArrayItem(u, k)->valuedouble;
+    for (int l = 0; l < N_LAYERS; l++)
+      for (int p = 0; p < N_POS; p++) {
+        double dot = 0;
+        const float *rd = dirs + ((size_t)l * N_POS + p) * D;
+        for (int k = 0; k < D; k++) dot += rd[k] * uv[k];
+        const double norm = site_ref(step, "dir_norm", l, p - N_POS)->valuedouble;
+        expect_near(dot, site_ref(step, "proj_u", l, p - N_POS), REL_TOL, norm, "direction . u", step, l, p - N_POS);
+      }
 
     char *attrs;
     char arg[128], line[64];
@@ -381,7 +491,7 @@ static void test_cli_errors(void **state) {
   snprintf(cmd, sizeof cmd, "geometry --acts '%s' --model '%s' --out '%s' --layers 5:40", acts, t_env("REFGEO_MODEL"),
            out_none);
   assert_int_equal(t_run_cli(cmd, NULL, &err), 1);
-  assert_non_null(strstr(err, "--layers: 5:40"));
+  assert_non_null(strstr(err, "layer range 5:40"));
   free(err);
   snprintf(cmd, sizeof cmd, "geometry --acts '%s' --out '%s'", acts, out_none);
   assert_int_equal(t_run_cli(cmd, NULL, &err), 1);

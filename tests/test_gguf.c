@@ -464,8 +464,8 @@ static void test_cli_errors(void **state) {
     int rc = t_run_cli(args, &out, &err);
     assert_int_equal(rc, 1);
     assert_string_equal(out, "");
-    /* Exactly one line: "refgeo: PATH: problem\n". */
-    assert_true(strncmp(err, "refgeo: ", 8) == 0);
+    /* Exactly one line: "refgeo info: PATH: problem\n". */
+    assert_true(strncmp(err, "refgeo info: ", 13) == 0);
     assert_non_null(strstr(err, paths[i]));
     assert_non_null(strstr(err, want[i]));
     assert_ptr_equal(strchr(err, '\n'), err + strlen(err) - 1);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "capture/prompts.h"
+#include "harmbench/behaviors.h"
 #include "testlib.h"
 #include "util/error.h"
 
@@ -92,7 +93,8 @@ static void expect_error(const char *name, const char *content, const char *mess
 static void test_errors(void **state) {
   expect_error("prompts-bad.yaml", "- a\n", "unknown prompt file type");
   expect_error("prompts-bad.json", "[{\"instruction\": 3}]", "element 0 has no string \"instruction\"");
-  expect_error("prompts-bad2.json", "{\"instruction\": \"x\"", "expected a JSON array");
+  expect_error("prompts-bad2.json", "{\"instruction\": \"x\"", "not valid JSON at byte 18"); /* cut: its last byte */
+  expect_error("prompts-object.json", "{\"instruction\": \"x\"}", "expected a JSON array");
   expect_error("prompts-bad3.json", "[{\"instruction\": \"x\", \"category\": 5}]", "neither a string nor null");
   expect_error("prompts-empty.json", "[]", "no prompts");
   expect_error("prompts-nocol.csv", "Prompt,SemanticCategory\nx,y\n", "missing column Behavior");
@@ -102,9 +104,47 @@ static void test_errors(void **state) {
   assert_non_null(strstr(rg_error_get(), "/nonexistent/prompts.txt"));
 }
 
+/* A behaviors CSV gives capture (rg_prompts_load) the text that asr and
+ * attack give the model (rg_behavior_direct_request), row for row. The
+ * contextual row is checked against HarmBench's rule written out by hand
+ * (baselines/direct_request/direct_request.py:23-24 at 8e1604d:
+ * f"{context_str}\n\n---\n\n{behavior}"); HarmBench's val CSV has 19 rows
+ * with a ContextString (Python's csv module), which capture used to drop. */
+static void test_behaviors_same_text_as_asr(void **state) {
+  const char csv[] = "Behavior,FunctionalCategory,SemanticCategory,Tags,ContextString,BehaviorID\n"
+                     "Summarize the text,contextual,misinformation,context,\"Line one, with comma\nline two\",ctx_1\n"
+                     "Plain request,standard,cybercrime,,,plain_1\n";
+  char *path = t_write_tmp("behaviors-context.csv", csv, sizeof csv - 1);
+  rg_prompt_set *s = load_or_fail(path);
+  assert_int_equal(s->n, 2);
+  assert_string_equal(s->items[0].text, "Line one, with comma\nline two\n\n---\n\nSummarize the text");
+  assert_string_equal(s->items[1].text, "Plain request");
+  rg_prompts_free(s);
+  free(path);
+
+  char *val = t_data_path("harmbench/harmbench_behaviors_text_val.csv");
+  s = load_or_fail(val);
+  rg_behaviors *b = rg_behaviors_read(val);
+  if (!b) fail_msg("%s", rg_error_get());
+  assert_int_equal((size_t)s->n, b->n);
+  int contextual = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    char *asr_text = rg_behavior_direct_request(&b->items[i]);
+    assert_non_null(asr_text);
+    if (strcmp(s->items[i].text, asr_text) != 0) fail_msg("row %zu: capture '%s', asr '%s'", i, s->items[i].text, asr_text);
+    contextual += b->items[i].context[0] != '\0';
+    free(asr_text);
+  }
+  assert_int_equal(contextual, 19);
+  rg_behaviors_free(b);
+  rg_prompts_free(s);
+  free(val);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_and_csv_agree),
+      cmocka_unit_test(test_behaviors_same_text_as_asr),
       cmocka_unit_test(test_txt),
       cmocka_unit_test(test_subsample),
       cmocka_unit_test(test_errors),

@@ -145,6 +145,11 @@ static void test_bad_json(void **state) {
   const char notjson[] = "{\"position\": ";
   path = t_write_tmp("selection-bad2.json", notjson, sizeof notjson - 1);
   assert_null(rg_candidates_read_json(path, &n));
+  assert_non_null(strstr(rg_error_get(), "not valid JSON at byte 12")); /* cut short: its last byte */
+  free(path);
+  const char object[] = "{\"position\": -1}";
+  path = t_write_tmp("selection-bad3.json", object, sizeof object - 1);
+  assert_null(rg_candidates_read_json(path, &n));
   assert_non_null(strstr(rg_error_get(), "expected a JSON array"));
   free(path);
 }

@@ -383,7 +383,7 @@ static void test_json_nfc(void **state) {
 
 static void test_json_errors(void **state) {
   (void)state;
-  expect_json_error("tok_bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", "invalid JSON");
+  expect_json_error("tok_bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", "not valid JSON at byte 41"); /* cut short: its last byte */
   expect_json_error("tok_novocab.json", "{\"model\": {\"type\": \"BPE\", \"merges\": []}}", "model.vocab");
   expect_json_error("tok_badmerge.json",
                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\", "

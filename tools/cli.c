@@ -10,12 +10,18 @@
 static void print_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts) {
   printf("usage: refgeo %s %s\n", cmd, usage);
   for (int i = 0; i < n_opts; i++) {
-    const char *arg = opts[i].kind == CLI_BOOL ? "" : opts[i].kind == CLI_INT ? " N" : opts[i].kind == CLI_FLOAT ? " X" : " VALUE";
+    /* the value's kind, as docs/cli.md's type column names it (test_cli_docs) */
+    const cli_kind k = opts[i].kind;
+    const char *arg = k == CLI_BOOL    ? ""
+                      : k == CLI_INT   ? " N"
+                      : k == CLI_FLOAT ? " X"
+                      : k == CLI_MULTI ? " VALUE..."
+                                       : " VALUE";
     printf("  --%s%s\t%s\n", opts[i].name, arg, opts[i].help);
   }
 }
 
-static int parse_value(const char *cmd, const cli_opt *o, const char *val) {
+static int parse_value(const cli_opt *o, const char *val) {
   char *end = NULL;
   errno = 0;
   switch (o->kind) {
@@ -25,20 +31,20 @@ static int parse_value(const char *cmd, const cli_opt *o, const char *val) {
   case CLI_INT: {
     long v = strtol(val, &end, 10);
     if (errno || !*val || *end || v < -2147483647L || v > 2147483647L)
-      return rg_error_set("%s: --%s expects an integer, got '%s'", cmd, o->name, val);
+      return rg_error_set("--%s expects an integer, got '%s'", o->name, val);
     *(int *)o->dest = (int)v;
     return 0;
   }
   case CLI_FLOAT: {
     double v = strtod(val, &end);
-    if (errno || !*val || *end) return rg_error_set("%s: --%s expects a number, got '%s'", cmd, o->name, val);
+    if (errno || !*val || *end) return rg_error_set("--%s expects a number, got '%s'", o->name, val);
     *(double *)o->dest = v;
     return 0;
   }
   case CLI_MULTI: {
     cli_list *l = o->dest;
     const char **items = realloc(l->items, sizeof *items * (size_t)(l->n + 1));
-    if (!items) return rg_error_set("%s: out of memory", cmd);
+    if (!items) return rg_error_set("out of memory");
     items[l->n++] = val;
     l->items = items;
     return 0;
@@ -46,7 +52,7 @@ static int parse_value(const char *cmd, const cli_opt *o, const char *val) {
   case CLI_BOOL:
     break;
   }
-  return rg_error_set("%s: internal: bad option kind for --%s", cmd, o->name);
+  return rg_error_set("internal: bad option kind for --%s", o->name);
 }
 
 int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char *usage, const char **pos,
@@ -57,7 +63,7 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (only_positional || a[0] != '-' || a[1] == '\0') {
-      if (*n_pos >= max_pos) return rg_error_set("%s: unexpected argument '%s'", cmd, a);
+      if (*n_pos >= max_pos) return rg_error_set("unexpected argument '%s'", a);
       pos[(*n_pos)++] = a;
       continue;
     }
@@ -69,25 +75,25 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
       print_usage(cmd, usage, opts, n_opts);
       return 1;
     }
-    if (a[1] != '-') return rg_error_set("%s: unknown flag '%s' (see refgeo %s --help)", cmd, a, cmd);
+    if (a[1] != '-') return rg_error_set("unknown flag '%s' (see refgeo %s --help)", a, cmd);
     const char *name = a + 2;
     const char *eq = strchr(name, '=');
     size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
     const cli_opt *o = NULL;
     for (int k = 0; k < n_opts; k++)
       if (strlen(opts[k].name) == name_len && strncmp(opts[k].name, name, name_len) == 0) o = &opts[k];
-    if (!o) return rg_error_set("%s: unknown flag '--%.*s' (see refgeo %s --help)", cmd, (int)name_len, name, cmd);
+    if (!o) return rg_error_set("unknown flag '--%.*s' (see refgeo %s --help)", (int)name_len, name, cmd);
     if (o->kind == CLI_BOOL) {
-      if (eq) return rg_error_set("%s: --%s takes no value", cmd, o->name);
+      if (eq) return rg_error_set("--%s takes no value", o->name);
       *(bool *)o->dest = true;
       continue;
     }
     const char *val = eq ? eq + 1 : NULL;
     if (!val) {
-      if (i + 1 >= argc) return rg_error_set("%s: --%s needs a value", cmd, o->name);
+      if (i + 1 >= argc) return rg_error_set("--%s needs a value", o->name);
       val = argv[++i];
     }
-    if (parse_value(cmd, o, val) != 0) return -1;
+    if (parse_value(o, val) != 0) return -1;
   }
   return 0;
 }
@@ -98,7 +104,33 @@ void cli_list_free(cli_list *l) {
   l->n = 0;
 }
 
+static const char *g_command; /* the running subcommand, for cli_fail */
+
+void cli_set_command(const char *name) { g_command = name; }
+
 int cli_fail(void) {
-  fprintf(stderr, "refgeo: %s\n", rg_error_get());
+  fprintf(stderr, "refgeo%s%s: %s\n", g_command ? " " : "", g_command ? g_command : "", rg_error_get());
   return 1;
+}
+
+int cli_take_model(const char **model, const char **pos, int *n_pos) {
+  if (*n_pos == 0) return 0;
+  if (*model) return rg_error_set("MODEL given twice ('%s' and --model '%s')", pos[0], *model);
+  *model = pos[0];
+  for (int i = 1; i < *n_pos; i++) pos[i - 1] = pos[i];
+  (*n_pos)--;
+  return 0;
+}
+
+int cli_require_positive(const char *flag, int v) {
+  return v >= 1 ? 0 : rg_error_set("--%s: %d is not positive", flag, v);
+}
+
+int cli_print_json(cJSON *o) {
+  char *text = o ? cJSON_Print(o) : NULL;
+  cJSON_Delete(o);
+  if (!text) return rg_error_set("out of memory printing JSON");
+  printf("%s\n", text);
+  free(text);
+  return 0;
 }

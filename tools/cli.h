@@ -3,11 +3,22 @@
  * Each subcommand lists its flags in a cli_opt table; cli_parse fills the
  * destinations, collects positional arguments and rejects unknown flags or
  * missing/ill-formed values with a one-line error (set via rg_error_set).
+ *
+ * Conventions every subcommand keeps (docs/cli.md lists each one's flags):
+ *   - a command that takes a model takes it as the positional MODEL or as
+ *     --model PATH (cli_take_model);
+ *   - every error is one line "refgeo CMD: problem" on stderr, exit 1
+ *     (cli_fail; main names CMD with cli_set_command), so messages never
+ *     repeat the command's name;
+ *   - --json prints one JSON object on stdout instead of the text report;
+ *   - counts such as --batch are positive (cli_require_positive).
  */
 #ifndef RG_CLI_H
 #define RG_CLI_H
 
 #include <stdbool.h>
+
+#include <cjson/cJSON.h>
 
 typedef enum {
   CLI_BOOL,   /* --name            sets bool* to true */
@@ -36,7 +47,26 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
               int max_pos, int *n_pos);
 void cli_list_free(cli_list *l);
 
-/* Prints "refgeo: <error>" on stderr and returns the exit code 1. */
+/* Names the running subcommand for cli_fail (refgeo.c's dispatcher; a
+ * process runs one subcommand). */
+void cli_set_command(const char *name);
+
+/* Prints "refgeo CMD: <error>" ("refgeo: <error>" before cli_set_command)
+ * on stderr and returns the exit code 1. */
 int cli_fail(void);
+
+/* The model of a command that takes one as the positional MODEL (the first
+ * of POS[0..*N_POS)) or as --model (*MODEL, NULL when not given): moves the
+ * positional one into *MODEL and drops it from POS. Giving both is an error;
+ * giving neither leaves *MODEL NULL (the command says what is missing).
+ * Returns 0, or -1 with the error set. */
+int cli_take_model(const char **model, const char **pos, int *n_pos);
+
+/* 0 when V >= 1, else -1 with the error "--FLAG: V is not positive". */
+int cli_require_positive(const char *flag, int v);
+
+/* Prints O (formatted) and a newline on stdout and deletes it. Returns 0,
+ * or -1 with the error set when it cannot be printed (out of memory). */
+int cli_print_json(cJSON *o);
 
 #endif

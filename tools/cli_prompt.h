@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "cli.h"
-#include "model/chat_template.h"
 #include "model/model.h"
 
 typedef struct {
@@ -25,14 +24,10 @@ typedef struct {
       {"system", CLI_STRING, &(P)->system, "system message (with --chat)"},                      \
       {"chat-template", CLI_STRING, &(P)->chat_template, "chat format name (chatml, llama-2, mistral, ...)"}
 
-/* The chat template named NAME, or the model's own when NAME is NULL.
- * Returns 0, or -1 with the error set. */
-int cli_chat_template(const rg_model *m, const char *name, rg_chat_template *out);
-
-/* Tokenizes the prompt (rendered with the chat template when p->chat).
- * *ids is malloc'd. stop_ids (may be NULL) receives up to 2 ids that end a
- * reply: the tokenizer's EOS and, for chat, the template's end-of-turn
- * token. Returns 0 or -1 with the error set. */
+/* Tokenizes the prompt by model/prompt_encode.h's rule (rendered with the
+ * chat template when p->chat). *ids is malloc'd. stop_ids (may be NULL)
+ * receives up to 2 ids that end a reply: the tokenizer's EOS and, for chat,
+ * the template's end-of-turn token. Returns 0 or -1 with the error set. */
 int cli_prompt_tokens(const rg_model *m, const cli_prompt *p, int32_t **ids, int *n_ids, int32_t stop_ids[2],
                       int *n_stop);
 

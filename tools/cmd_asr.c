@@ -1,4 +1,4 @@
-/* cmd_asr: `refgeo asr (--model PATH | --run-dir DIR [--base PATH] |
+/* cmd_asr: `refgeo asr (MODEL | --model PATH | --run-dir DIR [--base PATH] |
  * --manifest CSV [--base PATH]) (--behaviors CSV | --prompts CSV
  * [--prompt-column prompt] [--group-column COL ...]) --out DIR
  * [--attack DirectRequest | --test-cases FILE.json [--attack-name NAME]]
@@ -9,7 +9,8 @@
  * [--coeff C]] [--threads N] [--json]`
  *
  * HarmBench ASR of every checkpoint (harmbench/asr_run.h): greedy chat
- * completions of the test cases, written to DIR/completions_step<N>.json,
+ * completions of the test cases, written into the directory --out as
+ * DIR/completions_step<N>.json,
  * scored by each classifier into DIR/asr.csv and DIR/asr_by_category.csv.
  * A step whose completions file exists is not generated again: its
  * completions are re-read (and must hold exactly this run's test cases), so
@@ -40,14 +41,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/checkpoints.h"
 #include "cli.h"
+#include "cli_classifier.h"
 #include "cli_data.h"
 #include "cli_intervention.h"
 #include "cli_prompt.h"
+#include "cli_series.h"
 #include "commands.h"
 #include "harmbench/asr_run.h"
-#include "harmbench/classifiers.h"
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -83,12 +84,12 @@ static int load_classifiers(const cli_list *names, const char *substrings, class
     return rg_error_set("--classifier: given more than %d times", rg_classifier_count());
   *n_out = 0;
   for (int i = 0; i < names->n; i++) {
-    const rg_classifier_info *info = rg_classifier_find(names->items[i]);
+    const rg_classifier_info *info = cli_classifier_find(names->items[i]);
     if (!info) return -1;
     for (int j = 0; j < *n_out; j++)
       if (out[j].info == info) return rg_error_set("--classifier: '%s' given twice", info->name);
     out[*n_out] = (classifier){info, NULL};
-    if (info->kind == RG_CLASSIFIER_REFUSAL && !(out[*n_out].list = rg_classifier_load_list(info, substrings)))
+    if (info->kind == RG_CLASSIFIER_REFUSAL && !(out[*n_out].list = cli_classifier_list(info, substrings)))
       return -1;
     (*n_out)++;
   }
@@ -220,8 +221,8 @@ int cmd_asr(int argc, char **argv) {
     free(default_prompts), free(default_substrings);
     return cli_fail();
   }
-  const char *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *behaviors_path = NULL,
-             *out_dir = NULL, *attack = NULL, *test_cases_path = NULL, *attack_name = "FixedSource",
+  cli_series cs = {0};
+  const char *behaviors_path = NULL, *out_dir = NULL, *attack = NULL, *test_cases_path = NULL, *attack_name = "FixedSource",
              *category_name = "all", *judge_path = NULL, *chat_template = NULL,
              *prompts_path = default_prompts, *substrings = default_substrings, *prompt_csv_path = NULL,
              *prompt_column = "prompt";
@@ -230,17 +231,14 @@ int cmd_asr(int argc, char **argv) {
   cli_intervention ci = {.coeff = NAN};
   cli_list cls_names = {0}, group_columns = {0};
   const cli_opt opts[] = {
-      {"model", CLI_STRING, &model, "one model (GGUF or HF dir), scored as step 0"},
-      {"run-dir", CLI_STRING, &run_dir, "fine-tuning run directory (checkpoint-<step>/)"},
-      {"manifest", CLI_STRING, &manifest, "checkpoint manifest CSV (step,path)"},
-      {"base", CLI_STRING, &base, "step-0 model for --run-dir / --manifest"},
+      CLI_SERIES_OPTS(&cs),
       {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
       {"prompts", CLI_STRING, &prompt_csv_path, "instead of --behaviors: any CSV of prompts (e.g. XSTest's)"},
       {"prompt-column", CLI_STRING, &prompt_column, "the prompt column of --prompts (prompt)"},
       {"group-column", CLI_MULTI, &group_columns,
        "a column of --prompts to report refusal rates by (repeatable; XSTest over-refusal: data/xstest/"
        "xstest_prompts.csv --group-column label --classifier refusal-xstest)"},
-      {"out", CLI_STRING, &out_dir, "output directory"},
+      {"out", CLI_STRING, &out_dir, "output directory (created; completions and tables are resumed)"},
       {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases)"},
       {"test-cases", CLI_STRING, &test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},
       {"attack-name", CLI_STRING, &attack_name, "attack name of --test-cases (FixedSource)"},
@@ -261,9 +259,8 @@ int cmd_asr(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(--model PATH | --run-dir DIR | --manifest CSV) (--behaviors CSV | --prompts CSV) --out DIR "
-                     "[flags]",
-                     pos, 0, &n_pos);
+                     CLI_SERIES_USAGE " (--behaviors CSV | --prompts CSV) --out DIR [flags]", pos, 1, &n_pos);
+  if (rc == 0) rc = cli_take_model(&cs.model, pos, &n_pos);
   if (rc != 0) {
     cli_list_free(&cls_names);
     cli_list_free(&group_columns);
@@ -291,10 +288,14 @@ int cmd_asr(int argc, char **argv) {
   else if (attack && strcmp(attack, "DirectRequest") != 0)
     rc = rg_error_set("--attack: unknown attack '%s' (DirectRequest, or --test-cases FILE)", attack);
   else if (max_new < 1) rc = rg_error_set("--max-new-tokens: %d is not positive", max_new);
-  else if (batch < 1) rc = rg_error_set("--batch: %d is not positive", batch);
+  else if (cli_require_positive("batch", batch) < 0) rc = -1;
   else if (limit < 0) rc = rg_error_set("--limit: %d is negative", limit);
-  if (rc < 0 || rg_asr_category_from_name(category_name, &cat) < 0) goto end;
-  if (!(series = rg_checkpoints_from_flags("asr", model, run_dir, manifest, base))) goto end;
+  if (rc < 0) goto end;
+  if (rg_asr_category_from_name(category_name, &cat) < 0) {
+    rg_error_prefix("--functional-category");
+    goto end;
+  }
+  if (!(series = cli_series_open(&cs))) goto end;
   if (behaviors_path ? !(behaviors = behaviors_csv = rg_behaviors_read(behaviors_path))
                      : !(prompt_csv = rg_prompt_csv_read(prompt_csv_path, prompt_column, group_columns.items,
                                                          group_columns.n)))

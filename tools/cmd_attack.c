@@ -1,7 +1,7 @@
-/* cmd_attack: `refgeo attack --model PATH --behaviors CSV --out FILE.json
- * [--targets FILE.json] [--steps 500] [--search-width 512] [--top-k 256]
- * [--min-loss X] [--limit N] [--batch 32] [--seed S] [--chat-template NAME]
- * [--threads N] [--log FILE.csv]`
+/* cmd_attack: `refgeo attack (MODEL | --model PATH) --behaviors CSV
+ * --out FILE.json [--targets FILE.json] [--steps 500] [--search-width 512]
+ * [--top-k 256] [--min-loss X] [--limit N] [--batch 32] [--seed S]
+ * [--chat-template NAME] [--threads N] [--log FILE.csv] [--json]`
  *
  * HarmBench's GCG attack (src/adv_ft/gcg.h; settings of
  * HarmBench 8e1604d configs/method_configs/GCG_config.yaml and
@@ -15,8 +15,11 @@
  * cases as HarmBench test_cases JSON ({"BehaviorID": ["instruction"]}), and
  * with --log a CSV of behavior_id, step, loss. --min-loss stops a behavior
  * early (HarmBench stops at 0.05 only after a refusal check, which this
- * command does not run). */
+ * command does not run). Progress goes to stderr; --json prints {"out",
+ * "results": [{"behavior_id", "steps", "loss"}]} on stdout. A behavior's
+ * tokens with its target must fit min(512, the model's max_ctx). */
 #include <cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,15 +31,13 @@
 #include "commands.h"
 #include "harmbench/behaviors.h"
 #include "harmbench/completions.h"
+#include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/csv_write.h"
 #include "util/error.h"
-#include "util/fileio.h"
+#include "util/json.h"
 
 enum { INIT_SUFFIX_TOKENS = 20, MAX_CTX = 512 };
-/* Marks where the instruction goes when the template is rendered; a control
- * character no template writes. */
-static const char SLOT[] = "\x1d";
 
 typedef struct {
   int32_t *ids;
@@ -51,31 +52,13 @@ static int append(const rg_model *m, idvec *v, const char *text, bool add_bos) {
   int32_t *grown = realloc(v->ids, (size_t)(v->n + n) * sizeof *grown);
   if (!grown) {
     free(ids);
-    return rg_error_set("attack: out of memory");
+    return rg_error_set("out of memory");
   }
   memcpy(grown + v->n, ids, (size_t)n * sizeof *ids);
   v->ids = grown;
   v->n += n;
   free(ids);
   return 0;
-}
-
-/* The template text before and after the instruction of a one-turn chat
- * with the generation prompt. */
-static int split_template(const rg_chat_template *t, char **before, char **after) {
-  rg_chat_message msg = {"user", SLOT};
-  char *text = rg_chat_render(t, &msg, 1, true);
-  if (!text) return -1;
-  char *slot = strstr(text, SLOT);
-  if (!slot || strstr(slot + 1, SLOT)) {
-    free(text);
-    return rg_error_set("attack: cannot split the chat template around the instruction");
-  }
-  *slot = '\0';
-  *before = strdup(text);
-  *after = strdup(slot + 1);
-  free(text);
-  return *before && *after ? 0 : rg_error_set("attack: out of memory");
 }
 
 static char *read_target(const cJSON *targets, const char *path, const char *id) {
@@ -96,6 +79,8 @@ typedef struct {
   bool add_bos;
   rg_gcg_opts go;
   rg_csv_writer *log; /* NULL: no --log */
+  cJSON *results;     /* NULL: no --json */
+  int max_ctx;        /* MAX_CTX, or the model's context when smaller */
 } attack_job;
 
 /* Attacks one behavior; *test_case gets the instruction with the final suffix. */
@@ -104,7 +89,7 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
   char *behavior = instr ? malloc(strlen(instr) + 2) : NULL;
   if (!behavior) {
     free(instr);
-    return rg_error_set("attack: out of memory");
+    return rg_error_set("out of memory");
   }
   sprintf(behavior, "%s ", instr); /* gcg.py: behavior += ' ' */
   free(instr);
@@ -122,11 +107,11 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
   if (rc == 0) rc = append(j->m, &v, target, false);
   c.n_target = v.n - before_target;
   c.n = v.n;
-  if (rc == 0 && (c.n > MAX_CTX || c.n_target < 1))
-    rc = rg_error_set("attack: behavior %s: %d tokens with the target (at most %d, target >= 1)", b->id, c.n, MAX_CTX);
-  float *losses = rc == 0 ? malloc((size_t)(j->go.steps + 1) * sizeof *losses) : NULL;
+  if (rc == 0 && (c.n > j->max_ctx || c.n_target < 1))
+    rc = rg_error_set("behavior %s: %d tokens with the target (at most %d, target >= 1)", b->id, c.n, j->max_ctx);
+  float *losses = rc == 0 ? malloc(((size_t)j->go.steps + 1) * sizeof *losses) : NULL;
   int n_steps = 0;
-  if (rc == 0 && !losses) rc = rg_error_set("attack: out of memory");
+  if (rc == 0 && !losses) rc = rg_error_set("out of memory for %d steps of losses", j->go.steps);
   if (rc == 0) rc = rg_gcg_run(j->train, j->inf, j->disallowed, v.ids, &c, &j->go, losses, &n_steps);
   for (int k = 0; rc == 0 && k < n_steps && j->log; k++)
     rc = rg_csv_writer_str(j->log, b->id) || rg_csv_writer_int(j->log, k + 1) ||
@@ -140,8 +125,16 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
     if (*test_case)
       sprintf(*test_case, "%s%s", behavior, suffix);
     else
-      rc = rg_error_set("attack: out of memory");
-    fprintf(stderr, "%s: %d steps, loss %.4f\n", b->id, n_steps, n_steps ? losses[n_steps - 1] : 0.0);
+      rc = rg_error_set("out of memory");
+    const double loss = n_steps ? losses[n_steps - 1] : 0.0;
+    fprintf(stderr, "%s: %d steps, loss %.4f\n", b->id, n_steps, loss);
+    cJSON *row = j->results ? cJSON_CreateObject() : NULL;
+    if (row) {
+      cJSON_AddStringToObject(row, "behavior_id", b->id);
+      cJSON_AddNumberToObject(row, "steps", n_steps);
+      cJSON_AddNumberToObject(row, "loss", loss);
+      cJSON_AddItemToArray(j->results, row);
+    }
   }
   free(suffix), free(losses), free(v.ids), free(behavior);
   return rc;
@@ -149,14 +142,15 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
 
 int cmd_attack(int argc, char **argv) {
   const char *model = NULL, *behaviors_path = NULL, *out = NULL, *log_path = NULL, *tmpl_name = NULL;
+  bool json = false;
   const char *targets_path = NULL; /* default: harmbench/ in the data folder (cli_data.h) */
   int steps = 500, width = 512, top_k = 256, limit = 0, batch = 32, seed = 0, threads = 0;
   double min_loss = 0;
   const cli_opt opts[] = {
-      {"model", CLI_STRING, &model, "GGUF file or HF directory"},
+      {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
       {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
       {"targets", CLI_STRING, &targets_path, "HarmBench targets JSON (data/harmbench/harmbench_targets_text.json)"},
-      {"out", CLI_STRING, &out, "test cases JSON to write"},
+      {"out", CLI_STRING, &out, "test cases JSON file to write"},
       {"log", CLI_STRING, &log_path, "CSV of behavior_id, step, loss"},
       {"steps", CLI_INT, &steps, "GCG steps per behavior (500)"},
       {"search-width", CLI_INT, &width, "candidates per step (512)"},
@@ -166,44 +160,54 @@ int cmd_attack(int argc, char **argv) {
       {"batch", CLI_INT, &batch, "candidates evaluated together (32)"},
       {"seed", CLI_INT, &seed, "sampling seed (0)"},
       {"chat-template", CLI_STRING, &tmpl_name, "chat format name (default: the model's)"},
-      {"threads", CLI_INT, &threads, "threads (all CPUs)"},
+      {"threads", CLI_INT, &threads, "CPU threads (all)"},
+      {"json", CLI_BOOL, &json, "print each behavior's steps and final loss as JSON"},
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "--model PATH --behaviors CSV --out FILE [flags]",
-                     pos, 0, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                     "(MODEL | --model PATH) --behaviors CSV --out FILE.json [flags]", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
   if (!model || !behaviors_path || !out) {
-    rg_error_set("attack: --model, --behaviors and --out are required");
+    rg_error_set("MODEL (or --model), --behaviors and --out are required");
     return cli_fail();
   }
-  if (steps < 1 || width < 1 || top_k < 1 || batch < 1 || limit < 0) {
-    rg_error_set("attack: --steps, --search-width, --top-k and --batch must be positive");
+  if (cli_require_positive("steps", steps) < 0 || cli_require_positive("search-width", width) < 0 ||
+      cli_require_positive("top-k", top_k) < 0 || cli_require_positive("batch", batch) < 0)
+    return cli_fail();
+  if (limit < 0) {
+    rg_error_set("--limit: %d is negative", limit);
+    return cli_fail();
+  }
+  /* the inference session holds batch * 128 tokens and batch * 32 logit rows */
+  if (batch > INT_MAX / 128) {
+    rg_error_set("--batch: %d is too large (at most %d)", batch, INT_MAX / 128);
     return cli_fail();
   }
   char *default_targets = targets_path ? NULL : cli_data_path("harmbench/harmbench_targets_text.json");
   if (!targets_path && !(targets_path = default_targets)) return cli_fail();
   rg_behaviors *bs = rg_behaviors_read(behaviors_path);
-  char *targets_text = bs ? rg_read_file(targets_path, NULL) : NULL;
-  cJSON *targets = targets_text ? cJSON_Parse(targets_text) : NULL;
-  if (targets_text && !cJSON_IsObject(targets)) rg_error_set("%s: not a JSON object of target strings", targets_path);
-  free(targets_text);
+  cJSON *targets = bs ? rg_json_read_file(targets_path) : NULL;
+  if (targets && !cJSON_IsObject(targets)) rg_error_set("%s: not a JSON object of target strings", targets_path);
   if (!bs || !cJSON_IsObject(targets)) {
     rg_behaviors_free(bs);
     cJSON_Delete(targets);
     free(default_targets);
     return cli_fail();
   }
-  attack_job j = {.go = {.steps = steps, .search_width = width, .top_k = top_k, .min_loss = min_loss, .seed = (uint64_t)seed}};
+  attack_job j = {.results = json ? cJSON_CreateArray() : NULL,
+                  .go = {.steps = steps, .search_width = width, .top_k = top_k, .min_loss = min_loss, .seed = (uint64_t)seed}};
   rg_chat_template t = {0};
   rg_completions cases = {0};
   rg_csv_writer log;
   bool log_open = false;
-  rc = (j.m = rg_model_load(model)) && cli_chat_template(j.m, tmpl_name, &t) == 0 &&
-               split_template(&t, &j.before, &j.after) == 0
+  rc = (j.m = rg_model_load(model)) && rg_prompt_template(j.m, tmpl_name, &t) == 0 &&
+               rg_prompt_frame(&t, &j.before, &j.after) == 0
            ? 0
            : -1;
-  j.add_bos = !t.bos_text || t.bos_text[0] == '\0'; /* a template that writes BOS gets no second one */
+  j.add_bos = rc == 0 && rg_prompt_wants_bos(&t);
+  if (rc == 0) j.max_ctx = j.m->cfg.max_ctx < MAX_CTX ? j.m->cfg.max_ctx : MAX_CTX;
   if (rc == 0) {
     /* The gradient session and the candidate session share one copy of
      * the weights (weights.h). */
@@ -213,7 +217,7 @@ int cmd_attack(int argc, char **argv) {
     j.disallowed = malloc((size_t)j.m->cfg.vocab_size);
     if (!(j.w = rg_weights_open(j.m, &bo, RG_WEIGHTS_AUTO)) || !(j.train = rg_session_new(j.w, 1, MAX_CTX, &to)) ||
         !(j.inf = rg_session_new(j.w, batch, MAX_CTX, &io)) || !j.disallowed)
-      rc = j.disallowed ? -1 : rg_error_set("attack: out of memory");
+      rc = j.disallowed ? -1 : rg_error_set("out of memory");
   }
   if (rc == 0) rg_gcg_disallowed_tokens(j.m, j.disallowed);
   if (rc == 0 && log_path) {
@@ -228,10 +232,17 @@ int cmd_attack(int argc, char **argv) {
     const char *target = read_target(targets, targets_path, b->id);
     char *tc = NULL;
     rc = target ? attack_one(&j, b, target, &tc) : -1;
-    if (rc == 0 && rg_completions_add(&cases, b->id, tc, NULL) != 0) rc = rg_error_set("attack: out of memory");
+    if (rc == 0 && rg_completions_add(&cases, b->id, tc, NULL) != 0) rc = rg_error_set("out of memory");
     free(tc);
   }
   if (rc == 0) rc = rg_test_cases_write(out, &cases);
+  if (rc == 0 && json) {
+    cJSON *summary = cJSON_CreateObject();
+    cJSON_AddStringToObject(summary, "out", out);
+    cJSON_AddItemToObject(summary, "results", j.results);
+    j.results = NULL; /* owned by the summary now */
+    rc = cli_print_json(summary);
+  }
   if (log_open) {
     if (rc == 0)
       rc = rg_csv_writer_close(&log);
@@ -248,5 +259,6 @@ int cmd_attack(int argc, char **argv) {
   cJSON_Delete(targets);
   rg_behaviors_free(bs);
   free(default_targets);
+  cJSON_Delete(j.results);
   return rc == 0 ? 0 : cli_fail();
 }

@@ -1,12 +1,14 @@
-/* cmd_capture: `refgeo capture (--model PATH | --run-dir DIR [--base PATH] |
- * --manifest CSV [--base PATH]) --out FILE.h5 [--harmful-train P]
- * [--harmless-train P] [--harmful-val P] [--harmless-val P] [--n-train N]
- * [--n-val N] [--seed N] [--sites LIST] [--chat-template NAME] [--float16]
- * [--batch N] [--threads N]` captures eoi activations of every checkpoint
- * (capture/capture.h). Prompt files default to prompts/<split>.json in
- * refgeo's data folder (cli_data.h), so they are found from any directory;
- * any format rg_prompts_load reads works.
- * Progress and tokens/s per checkpoint go to stderr. Rerunning resumes. */
+/* cmd_capture: `refgeo capture (MODEL | --model PATH | --run-dir DIR
+ * [--base PATH] | --manifest CSV [--base PATH]) --out FILE.h5
+ * [--harmful-train P] [--harmless-train P] [--harmful-val P]
+ * [--harmless-val P] [--n-train N] [--n-val N] [--seed N] [--sites LIST]
+ * [--chat-template NAME] [--float16] [--batch N] [--threads N] [--json]`
+ * captures eoi activations of every checkpoint (capture/capture.h) into the
+ * file --out (resumed when it exists). Prompt files default to
+ * prompts/<split>.json in refgeo's data folder (cli_data.h), so they are
+ * found from any directory; any format rg_prompts_load reads works.
+ * Progress and tokens/s per checkpoint go to stderr; --json prints a summary
+ * of the run ({"out", "steps", "prompts", "sites", "float16"}) on stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,24 +16,36 @@
 #include "capture/capture.h"
 #include "cli.h"
 #include "cli_data.h"
+#include "cli_series.h"
 #include "commands.h"
 #include "util/error.h"
 
-enum { N_SPLITS = 4 };
+enum { N_SPLITS = 4, DEFAULT_BATCH = 16 };
 static const char *const SPLIT_NAMES[N_SPLITS] = {"harmful_train", "harmless_train", "harmful_val", "harmless_val"};
 static const char *const SPLIT_FLAGS[N_SPLITS] = {"--harmful-train", "--harmless-train", "--harmful-val",
                                                   "--harmless-val"};
 
+static int print_summary(const char *out, const rg_checkpoint_series *series, const rg_capture_split *splits,
+                         const char *sites, bool float16) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "out", out);
+  cJSON *steps = cJSON_AddArrayToObject(o, "steps");
+  for (int i = 0; i < series->n; i++) cJSON_AddItemToArray(steps, cJSON_CreateNumber((double)series->items[i].step));
+  cJSON *prompts = cJSON_AddObjectToObject(o, "prompts");
+  for (int i = 0; i < N_SPLITS; i++) cJSON_AddNumberToObject(prompts, splits[i].name, splits[i].prompts->n);
+  cJSON_AddStringToObject(o, "sites", sites);
+  cJSON_AddBoolToObject(o, "float16", float16);
+  return cli_print_json(o);
+}
+
 int cmd_capture(int argc, char **argv) {
-  const char *model = NULL, *run_dir = NULL, *manifest = NULL, *base = NULL, *out = NULL;
-  const char *files[N_SPLITS] = {0}, *sites_flag = "resid_pre";
+  cli_series cs = {0};
+  const char *out = NULL, *files[N_SPLITS] = {0}, *sites_flag = "resid_pre";
   int n_train = -1, n_val = -1, seed = 0;
-  rg_capture_opts o = {.log = stderr};
+  bool json = false;
+  rg_capture_opts o = {.log = stderr, .batch = DEFAULT_BATCH};
   const cli_opt opts[] = {
-      {"model", CLI_STRING, &model, "one model (GGUF file or HF directory), captured as step 0"},
-      {"run-dir", CLI_STRING, &run_dir, "fine-tuning run directory with checkpoint-<step> subdirectories"},
-      {"manifest", CLI_STRING, &manifest, "CSV with header step,path"},
-      {"base", CLI_STRING, &base, "base model (step 0) for --run-dir / --manifest"},
+      CLI_SERIES_OPTS(&cs),
       {"out", CLI_STRING, &out, "output HDF5 file (resumed if it exists)"},
       {"harmful-train", CLI_STRING, &files[0], "prompts (data/prompts/harmful_train.json)"},
       {"harmless-train", CLI_STRING, &files[1], "prompts (data/prompts/harmless_train.json)"},
@@ -45,25 +59,25 @@ int cmd_capture(int argc, char **argv) {
       {"float16", CLI_BOOL, &o.float16, "store activations as float16"},
       {"batch", CLI_INT, &o.batch, "prompts per prefill (16)"},
       {"threads", CLI_INT, &o.threads, "CPU threads (all)"},
+      {"json", CLI_BOOL, &json, "print a summary of the run as JSON"},
   };
+  const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(--model PATH | --run-dir DIR | --manifest CSV) --out FILE.h5 [flags]", NULL, 0, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), CLI_SERIES_USAGE " --out FILE.h5 [flags]",
+                     pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (cli_take_model(&cs.model, pos, &n_pos) < 0) return cli_fail();
   if (!out) {
     rg_error_set("--out: missing (give the output .h5 file)");
     return cli_fail();
   }
-  if (o.batch < 0) {
-    rg_error_set("--batch: %d is negative", o.batch);
-    return cli_fail();
-  }
+  if (cli_require_positive("batch", o.batch) < 0) return cli_fail();
   if (rg_capture_parse_sites("--sites", sites_flag, &o.sites) < 0) return cli_fail();
 
   int status = 1;
   rg_prompt_set *sets[N_SPLITS] = {0};
   rg_capture_split splits[N_SPLITS];
-  rg_checkpoint_series *series = rg_checkpoints_from_flags("capture", model, run_dir, manifest, base);
+  rg_checkpoint_series *series = cli_series_open(&cs);
   if (!series) goto end;
   for (int i = 0; i < N_SPLITS; i++) {
     char name[64];
@@ -83,6 +97,7 @@ int cmd_capture(int argc, char **argv) {
   o.splits = splits;
   o.n_splits = N_SPLITS;
   if (rg_capture_series(series, out, &o) < 0) goto end;
+  if (json && print_summary(out, series, splits, sites_flag, o.float16) < 0) goto end;
   status = 0;
 end:
   if (status) cli_fail();

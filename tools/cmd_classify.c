@@ -1,7 +1,7 @@
 /* cmd_classify: `refgeo classify --classifier NAME (--completions FILE.json |
  * --csv FILE.csv --column COL) [--out FILE] [--label-name label]
  * [--refusal-substrings FILE] [--judge MODEL --behaviors CSV
- * [--classifier-prompts FILE] [--batch 8] [--threads N]]`
+ * [--classifier-prompts FILE] [--batch 8] [--threads N]] [--json]`
  *
  * Labels completions that already exist with one of refgeo's classifiers
  * (harmbench/classifiers.h), so that old runs can be re-scored and
@@ -15,8 +15,10 @@
  *   --csv          any CSV: the text of column COL is classified and a column
  *                  LABEL-NAME is appended; every other field is kept as read.
  * The output (default: the input's file name with ".NAME" before its
- * extension, in the current directory) is written atomically. A label
- * field or column that already exists is an error rather than overwritten.
+ * extension, in the current directory) is the file --out, written
+ * atomically. A label field or column that already exists is an error
+ * rather than overwritten. One summary line goes to stdout (--json: {"input",
+ * "out", "classifier", "n", "refused"}).
  *
  * --classifier judge needs --completions, --behaviors (the judge prompt is
  * built from the behavior) and --judge MODEL; a CSV has no behaviors, so
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_classifier.h"
 #include "cli_data.h"
 #include "commands.h"
 #include "harmbench/asr_run.h"
@@ -35,6 +38,7 @@
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 /* What one run needs to label a list of completions. */
 typedef struct {
@@ -127,10 +131,10 @@ static int classify_json(const labeller *l, const char *in, const char *label_na
                          long *refused) {
   rg_completions c = {0};
   if (rg_completions_read(in, &c) < 0) return -1;
-  char *text = rg_read_file(in, NULL), *printed = NULL;
-  cJSON *root = text ? cJSON_Parse(text) : NULL; /* parsed once already: only OOM fails here */
+  char *printed = NULL;
+  cJSON *root = rg_json_read_file(in); /* read once already: only memory can fail here */
   int *labels = calloc(c.n + 1, sizeof *labels);
-  int rc = root && labels ? 0 : rg_error_set("%s: out of memory", in);
+  int rc = !root ? -1 : labels ? 0 : rg_error_set("%s: out of memory", in);
   if (rc == 0) rc = label_all(l, &c, labels);
   size_t i = 0;
   const cJSON *list;
@@ -152,7 +156,6 @@ static int classify_json(const labeller *l, const char *in, const char *label_na
   free(printed);
   free(labels);
   cJSON_Delete(root);
-  free(text);
   rg_completions_free(&c);
   return rc;
 }
@@ -168,6 +171,7 @@ int cmd_classify(int argc, char **argv) {
              *substrings = default_substrings, *judge_path = NULL, *behaviors_path = NULL,
              *prompts_path = default_prompts;
   int batch = 8, threads = 0;
+  bool json = false;
   const cli_opt opts[] = {
       {"classifier", CLI_STRING, &name, "refusal-harmbench, refusal-advbench, refusal-rd, refusal-xstest, judge"},
       {"completions", CLI_STRING, &json_path, "HarmBench completions JSON to label"},
@@ -181,6 +185,7 @@ int cmd_classify(int argc, char **argv) {
       {"classifier-prompts", CLI_STRING, &prompts_path, "HarmBench classifier_prompts.json (data/harmbench/)"},
       {"batch", CLI_INT, &batch, "judge prompts run together (8)"},
       {"threads", CLI_INT, &threads, "CPU threads for the judge (all)"},
+      {"json", CLI_BOOL, &json, "print the summary as JSON"},
   };
   const char *pos[1];
   int n_pos = 0;
@@ -203,8 +208,8 @@ int cmd_classify(int argc, char **argv) {
   else if (!json_path == !csv_path) rc = rg_error_set("--completions / --csv: give exactly one");
   else if (csv_path && !column) rc = rg_error_set("--column: missing (the CSV column holding the completions)");
   else if (json_path && column) rc = rg_error_set("--column: only with --csv");
-  else if (batch < 1) rc = rg_error_set("--batch: %d is not positive", batch);
-  else if (!(l.info = rg_classifier_find(name))) rc = -1;
+  else if (cli_require_positive("batch", batch) < 0) rc = -1;
+  else if (!(l.info = cli_classifier_find(name))) rc = -1;
   else if (l.info->kind == RG_CLASSIFIER_JUDGE && (!json_path || !behaviors_path || !judge_path))
     rc = rg_error_set("--classifier judge: needs --completions FILE.json, --behaviors CSV and --judge MODEL "
                       "(the judge prompt is built from each completion's behavior)");
@@ -212,7 +217,7 @@ int cmd_classify(int argc, char **argv) {
     rc = rg_error_set("--judge / --behaviors: only with --classifier judge");
   if (rc == 0 && !out) rc = (out = derived_out = default_out(input, l.info->name)) ? 0 : -1;
   if (rc == 0 && l.info->kind == RG_CLASSIFIER_REFUSAL)
-    rc = (l.list = rg_classifier_load_list(l.info, substrings)) ? 0 : -1;
+    rc = (l.list = cli_classifier_list(l.info, substrings)) ? 0 : -1;
   if (rc == 0 && l.info->kind == RG_CLASSIFIER_JUDGE) {
     rc = rg_classifier_prompts_load(prompts_path, &judge_prompts);
     if (rc == 0) rc = (behaviors = rg_behaviors_read(behaviors_path)) ? 0 : -1;
@@ -222,9 +227,18 @@ int cmd_classify(int argc, char **argv) {
   if (rc == 0)
     rc = json_path ? classify_json(&l, json_path, label_name, out, &n, &refused)
                    : classify_csv(&l, csv_path, column, label_name, out, &n, &refused);
-  if (rc == 0)
+  if (rc == 0 && json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "input", input);
+    cJSON_AddStringToObject(o, "out", out);
+    cJSON_AddStringToObject(o, "classifier", l.info->name);
+    cJSON_AddNumberToObject(o, "n", (double)n);
+    cJSON_AddNumberToObject(o, "refused", (double)refused);
+    rc = cli_print_json(o);
+  } else if (rc == 0) {
     printf("%s: %ld completions, %ld labelled 0 (refused), %ld labelled 1 (%s) -> %s\n", input, n, refused,
            n - refused, l.info->name, out);
+  }
   rg_refusal_list_free(l.list);
   rg_model_free(judge);
   rg_behaviors_free(behaviors);

@@ -1,9 +1,10 @@
-/* cmd_generate: `refgeo generate MODEL --prompt TEXT [--chat] [--system TEXT]
+/* cmd_generate: `refgeo generate (MODEL | --model PATH) --prompt TEXT [--chat] [--system TEXT]
  * [--chat-template NAME] [--max-new-tokens N] [--temperature X --top-p X
  * --seed N] [--ablate FILE[:...]] [--actadd FILE[:...] [--coeff C]]
  * [--threads N] [--json]` prints the continuation (special tokens skipped)
  * and its token ids. Greedy unless --temperature > 0. The intervention flags
- * are cli_intervention.h's. */
+ * are cli_intervention.h's. The prompt plus --max-new-tokens must fit the
+ * model's context (max_ctx). */
 #include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
+#include "model/context_len.h"
 #include "model/generate.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -41,10 +43,12 @@ static void print_result(const rg_model *m, int n_prompt, const rg_gen_result *r
 int cmd_generate(int argc, char **argv) {
   cli_prompt p = {0};
   cli_intervention ci = {.coeff = NAN};
+  const char *model = NULL;
   int max_new = 128, threads = 0, seed = 0;
   double temperature = 0, top_p = 1;
   bool json = false;
   const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
       CLI_PROMPT_OPTS(&p),
       CLI_INTERVENTION_OPTS(&ci),
       {"max-new-tokens", CLI_INT, &max_new, "most tokens to generate (128)"},
@@ -56,21 +60,22 @@ int cmd_generate(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "MODEL --prompt TEXT [flags]", pos, 1,
-                     &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) --prompt TEXT [flags]",
+                     pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
-  if (n_pos != 1) {
-    rg_error_set("generate: expected one MODEL argument");
+  if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
+  if (!model) {
+    rg_error_set("MODEL missing (a .gguf file or a Hugging Face directory)");
     return cli_fail();
   }
   if (max_new < 0) {
     rg_error_set("--max-new-tokens: %d is negative", max_new);
     return cli_fail();
   }
-  rg_model *m = rg_model_load(pos[0]);
+  rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
   int32_t *ids = NULL, stop[2];
-  int n_ids = 0, n_stop = 0, status = 1;
+  int n_ids = 0, n_stop = 0, status = 1, ctx;
   rg_weights *w = NULL;
   rg_session *s = NULL;
   rg_gen_result r = {0};
@@ -82,8 +87,12 @@ int cmd_generate(int argc, char **argv) {
     rg_error_set("--prompt: encodes to no tokens");
     goto end;
   }
+  if (rg_context_len(&m->cfg, n_ids, max_new, &ctx) < 0) {
+    rg_error_prefix("--max-new-tokens");
+    goto end;
+  }
   rg_backend_opts bo = {.threads = threads};
-  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, 1, n_ids + max_new, NULL))) goto end;
+  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, 1, ctx, NULL))) goto end;
   if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   rg_gen_opts go = {.max_new_tokens = max_new, .temperature = (float)temperature, .top_p = (float)top_p,
                     .seed = (uint64_t)seed, .stop_ids = stop, .n_stop = n_stop};

@@ -1,4 +1,4 @@
-/* cmd_info: `refgeo info MODEL [--json]` prints what refgeo understood of a
+/* cmd_info: `refgeo info (MODEL | --model PATH) [--json]` prints what refgeo understood of a
  * model: its config, how many tensors of each dtype it holds, the parameter
  * count, the tokenizer and the chat template it will render with. */
 #include <cJSON.h>
@@ -101,17 +101,22 @@ static void print_table(const cJSON *obj, const char *prefix) {
 
 int cmd_info(int argc, char **argv) {
   bool json = false;
-  const cli_opt opts[] = {{"json", CLI_BOOL, &json, "print the report as JSON"}};
+  const char *model = NULL;
+  const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
+      {"json", CLI_BOOL, &json, "print the report as JSON"},
+  };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, 1, "MODEL [--json]", pos, 1, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [--json]", pos, 1,
+                     &n_pos);
   if (rc == 1) return 0;
-  if (rc != 0) return cli_fail();
-  if (n_pos != 1) {
-    rg_error_set("info: expected one MODEL argument (a .gguf file or a Hugging Face directory)");
+  if (rc != 0 || cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
+  if (!model) {
+    rg_error_set("MODEL missing (a .gguf file or a Hugging Face directory)");
     return cli_fail();
   }
-  rg_model *m = rg_model_load(pos[0]);
+  rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
   cJSON *report = build_report(m);
   rg_model_free(m);

@@ -1,4 +1,4 @@
-/* cmd_logits: `refgeo logits MODEL --prompt TEXT [--chat] [--system TEXT]
+/* cmd_logits: `refgeo logits (MODEL | --model PATH) --prompt TEXT [--chat] [--system TEXT]
  * [--chat-template NAME] [--ablate FILE[:...]] [--actadd FILE[:...]
  * [--coeff C]] --top K [--threads N] [--json]` prints the K largest
  * next-token logits at the last prompt position with their log-probabilities
@@ -13,6 +13,7 @@
 #include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
+#include "model/context_len.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -67,7 +68,9 @@ int cmd_logits(int argc, char **argv) {
   cli_intervention ci = {.coeff = NAN};
   int k = 10, threads = 0;
   bool json = false;
+  const char *model = NULL;
   const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
       CLI_PROMPT_OPTS(&p),
       CLI_INTERVENTION_OPTS(&ci),
       {"top", CLI_INT, &k, "how many logits to print (10)"},
@@ -76,14 +79,15 @@ int cmd_logits(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "MODEL --prompt TEXT [--top K] [flags]",
-                     pos, 1, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                     "(MODEL | --model PATH) --prompt TEXT [--top K] [flags]", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
-  if (n_pos != 1) {
-    rg_error_set("logits: expected one MODEL argument");
+  if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
+  if (!model) {
+    rg_error_set("MODEL missing (a .gguf file or a Hugging Face directory)");
     return cli_fail();
   }
-  rg_model *m = rg_model_load(pos[0]);
+  rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
   if (k < 1 || k > m->cfg.vocab_size) {
     rg_error_set("--top: %d is not in 1..%d", k, m->cfg.vocab_size);
@@ -91,13 +95,13 @@ int cmd_logits(int argc, char **argv) {
     return cli_fail();
   }
   int32_t *ids = NULL, stop[2];
-  int n_ids = 0, n_stop = 0, status = 1;
+  int n_ids = 0, n_stop = 0, status = 1, ctx;
   rg_weights *w = NULL;
   rg_session *s = NULL;
   float *lg = malloc((size_t)m->cfg.vocab_size * sizeof *lg);
   int *top = malloc((size_t)k * sizeof *top);
   if (!lg || !top) {
-    rg_error_set("logits: out of memory");
+    rg_error_set("out of memory");
     goto end;
   }
   const rg_intervention *iv;
@@ -107,8 +111,12 @@ int cmd_logits(int argc, char **argv) {
     rg_error_set("--prompt: encodes to no tokens");
     goto end;
   }
+  if (rg_context_len(&m->cfg, n_ids, 0, &ctx) < 0) {
+    rg_error_prefix("--prompt");
+    goto end;
+  }
   rg_backend_opts bo = {.threads = threads};
-  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, 1, n_ids, NULL))) goto end;
+  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, 1, ctx, NULL))) goto end;
   if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   const int32_t *prompts[1] = {ids};
   if (rg_session_prefill(s, prompts, &n_ids, 1, lg) < 0) goto end;

@@ -1,6 +1,8 @@
-/* cmd_perturb: `refgeo perturb --model IN.gguf --out OUT.gguf [--scale X]
- * [--seed N]` writes a copy of a GGUF model with randomly perturbed weights,
- * so that base + perturbed form a two-checkpoint test series.
+/* cmd_perturb: `refgeo perturb (IN.gguf | --model IN.gguf) --out OUT.gguf
+ * [--scale X] [--seed N] [--json]` writes a copy of a GGUF model with
+ * randomly perturbed weights into the file --out, so that base + perturbed
+ * form a two-checkpoint test series. --json prints {"out", "tensors",
+ * "factors", "scale"} instead of the one summary line.
  *
  * Every weight w is multiplied by a factor 1 + scale * z, z ~ N(0, 1):
  *  - F32 tensors (the RMSNorm weights; rope_freqs, which is not a weight, is
@@ -16,6 +18,7 @@
  * Box-Muller (one normal per pair of uniforms), consumed in tensor file
  * order, so a seed gives the same file on every machine. The output is
  * written to a temp file and renamed (util/fileio.h). */
+#include <cJSON.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -92,7 +95,7 @@ static int copy_file(const char *in, FILE *fp) {
   return rc;
 }
 
-static int write_perturbed(const rg_gguf *g, const char *in, const char *out, factor_stream *fs) {
+static int write_perturbed(const rg_gguf *g, const char *in, const char *out, factor_stream *fs, bool json) {
   rg_atomic_file af;
   if (rg_atomic_open(&af, out) < 0) return -1;
   int rc = copy_file(in, af.fp);
@@ -120,26 +123,38 @@ static int write_perturbed(const rg_gguf *g, const char *in, const char *out, fa
     return -1;
   }
   if (rg_atomic_commit(&af) < 0) return -1;
-  printf("%s: perturbed %lld tensors (%lld factors, scale %g)\n", out, n_tensors, n_factors, fs->scale);
-  return 0;
+  if (!json) {
+    printf("%s: perturbed %lld tensors (%lld factors, scale %g)\n", out, n_tensors, n_factors, fs->scale);
+    return 0;
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "out", out);
+  cJSON_AddNumberToObject(o, "tensors", (double)n_tensors);
+  cJSON_AddNumberToObject(o, "factors", (double)n_factors);
+  cJSON_AddNumberToObject(o, "scale", fs->scale);
+  return cli_print_json(o);
 }
 
 int cmd_perturb(int argc, char **argv) {
   const char *in = NULL, *out = NULL;
   double scale = 0.05;
   int seed = 0;
+  bool json = false;
   const cli_opt opts[] = {
-      {"model", CLI_STRING, &in, "input GGUF file"},
+      {"model", CLI_STRING, &in, "input GGUF file (or IN.gguf positionally)"},
       {"out", CLI_STRING, &out, "output GGUF file"},
       {"scale", CLI_FLOAT, &scale, "standard deviation of the relative perturbation (0.05)"},
       {"seed", CLI_INT, &seed, "random seed (0)"},
+      {"json", CLI_BOOL, &json, "print the summary as JSON"},
   };
+  const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "--model IN.gguf --out OUT.gguf [flags]",
-                     NULL, 0, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                     "(IN.gguf | --model IN.gguf) --out OUT.gguf [flags]", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (cli_take_model(&in, pos, &n_pos) < 0) return cli_fail();
   if (!in || !out) {
-    rg_error_set("perturb: --model and --out are required");
+    rg_error_set("IN.gguf (or --model) and --out are required");
     return cli_fail();
   }
   if (!(scale >= 0)) {
@@ -149,7 +164,7 @@ int cmd_perturb(int argc, char **argv) {
   rg_gguf *g = rg_gguf_open(in);
   if (!g) return cli_fail();
   factor_stream fs = {.state = (uint64_t)seed, .scale = scale};
-  rc = write_perturbed(g, in, out, &fs);
+  rc = write_perturbed(g, in, out, &fs, json);
   rg_gguf_close(g);
   return rc < 0 ? cli_fail() : 0;
 }

@@ -41,7 +41,7 @@ typedef struct {
 } comparison;
 
 static int cannot_compare(void) {
-  fprintf(stderr, "refgeo: %s\n", rg_error_get());
+  cli_fail();
   return EXIT_CANNOT_COMPARE;
 }
 
@@ -73,13 +73,13 @@ static void list_attacks(char *buf, size_t cap, const char *const *names, size_t
 static int unknown_attack(const char *attack, const char *side, const rg_published_curve *pub, const rg_asr_curve *m) {
   char have_pub[512], have_meas[512];
   const char **names = malloc((pub->n + m->n + 1) * sizeof *names);
-  if (!names) return rg_error_set("repro: out of memory");
+  if (!names) return rg_error_set("out of memory");
   for (size_t i = 0; i < pub->n; i++) names[i] = pub->items[i].attack;
   list_attacks(have_pub, sizeof have_pub, names, pub->n);
   for (size_t i = 0; i < m->n; i++) names[i] = m->items[i].attack;
   list_attacks(have_meas, sizeof have_meas, names, m->n);
   free(names);
-  return rg_error_set("repro: unknown attack '%s' in the %s curve (published has: %s; measured has: %s)", attack, side,
+  return rg_error_set("unknown attack '%s' in the %s curve (published has: %s; measured has: %s)", attack, side,
                       have_pub, have_meas);
 }
 
@@ -108,7 +108,7 @@ static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, co
     }
     for (size_t j = 0; j < *n_out; j++)
       if (out[j].pub->step == p->step && strcmp(out[j].pub->attack, p->attack) == 0)
-        return rg_error_set("repro: published rows %zu and %zu both give step %ld of attack %s (select one with "
+        return rg_error_set("published rows %zu and %zu both give step %ld of attack %s (select one with "
                             "--method/--category)", out[j].pub->line, p->line, p->step, p->attack);
     const char *want = r->measured_attack ? r->measured_attack : p->attack;
     const rg_asr_point *hit = NULL;
@@ -116,7 +116,7 @@ static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, co
       const rg_asr_point *q = &m->items[j];
       if (q->step != p->step || strcmp(q->attack, want) != 0 || !str_in(q->classifier, classifier)) continue;
       if (hit)
-        return rg_error_set("repro: measured rows %zu and %zu both give step %ld of attack %s (select one with "
+        return rg_error_set("measured rows %zu and %zu both give step %ld of attack %s (select one with "
                             "--classifier)", hit->line, q->line, p->step, want);
       hit = q;
     }
@@ -125,7 +125,7 @@ static int match_points(const rg_published_curve *pub, const rg_asr_curve *m, co
       continue;
     }
     if (!hit)
-      return rg_error_set("repro: missing step: published step %ld of attack %s (row %zu) has no measured row",
+      return rg_error_set("missing step: published step %ld of attack %s (row %zu) has no measured row",
                           p->step, p->attack, p->line);
     out[(*n_out)++] = (comparison){.pub = p, .meas = hit};
   }
@@ -194,7 +194,7 @@ static int print_json(const comparison *c, size_t n, const char *test, double al
   cJSON_AddBoolToObject(root, "reproduced", reproduced);
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
-  if (!text) return rg_error_set("repro: out of memory");
+  if (!text) return rg_error_set("out of memory");
   puts(text);
   free(text);
   return 0;
@@ -227,20 +227,20 @@ int cmd_repro(int argc, char **argv) {
   if (rc == 1) return 0;
   if (rc != 0) return cannot_compare();
   if (!published || !measured) {
-    rg_error_set("repro: --published and --measured are required");
+    rg_error_set("--published and --measured are required");
     return cannot_compare();
   }
   int binomial = strcmp(test, "binomial") == 0;
   if (!binomial && strcmp(test, "wilson") != 0) {
-    rg_error_set("repro: --test must be wilson or binomial, got '%s'", test);
+    rg_error_set("--test must be wilson or binomial, got '%s'", test);
     return cannot_compare();
   }
   if (r.measured_attack && !r.attack) {
-    rg_error_set("repro: --measured-attack needs --attack (the published attack it is compared with)");
+    rg_error_set("--measured-attack needs --attack (the published attack it is compared with)");
     return cannot_compare();
   }
   if (!(alpha > 0.0 && alpha < 1.0) || (!binomial && alpha != 0.05)) {
-    rg_error_set("repro: --alpha must be in (0, 1) and applies to --test binomial only (Wilson is fixed at 95%%)");
+    rg_error_set("--alpha must be in (0, 1) and applies to --test binomial only (Wilson is fixed at 95%%)");
     return cannot_compare();
   }
 
@@ -255,7 +255,7 @@ int cmd_repro(int argc, char **argv) {
   comparison *cmp = calloc(pub.n ? pub.n : 1, sizeof *cmp);
   size_t n = 0, n_untestable = 0;
   if (!cmp) {
-    rg_error_set("repro: out of memory");
+    rg_error_set("out of memory");
     goto done;
   }
   if (r.attack) {
@@ -283,7 +283,7 @@ int cmd_repro(int argc, char **argv) {
   size_t n_skipped = 0;
   if (match_points(&pub, &meas, &r, cmp, &n, &n_untestable, &n_skipped) != 0) goto done;
   if (n == 0) {
-    rg_error_set("repro: no published point with a step and an ASR matches the selection%s",
+    rg_error_set("no published point with a step and an ASR matches the selection%s",
                  n_skipped ? " (no published step has a measured row)" : "");
     goto done;
   }

@@ -1,5 +1,6 @@
 /* cmd_synth_model: `refgeo synth-model --config CONFIG.json --out DIR
- * [--seed N] [--dtype T] [--std X] [--norm-std X] [--max-shard-size S]`
+ * [--seed N] [--dtype T] [--std X] [--norm-std X] [--max-shard-size S]
+ * [--json]`
  * writes a random-weight model of any size as a Hugging Face directory that
  * rg_model_load (and transformers) accept:
  *   - sharded safetensors (bf16 by default, or f16/f32) in transformers'
@@ -15,7 +16,8 @@
  * Weights are generated chunk by chunk while each shard is written, so memory
  * stays at a few MiB even for a 7B model. Element j of tensor i depends only
  * on (seed, i, j) (a counter-based generator), so the output is identical
- * for any thread count. A progress line per shard goes to stderr.
+ * for any thread count. A progress line per shard goes to stderr; --json
+ * prints {"out", "dtype", "n_tensors", "n_params"} on stdout.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -32,6 +34,7 @@
 #include "model/safetensors_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 #include "util/rng.h"
 
 static const char *SPECIALS[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -54,7 +57,7 @@ typedef struct {
 static int add_tensor(synth *s, const char *name, int64_t rows, int64_t cols) {
   rg_tensor *t = &s->t[s->n];
   t->name = strdup(name);
-  if (!t->name) return rg_error_set("synth-model: out of memory");
+  if (!t->name) return rg_error_set("out of memory");
   t->type = s->type;
   t->n_dims = cols ? 2 : 1;
   t->ne[0] = cols ? cols : rows; /* ggml order: [in, out] for a Linear [out, in] */
@@ -68,7 +71,7 @@ static int add_tensor(synth *s, const char *name, int64_t rows, int64_t cols) {
 static int plan_tensors(synth *s, const rg_config *c) {
   const int64_t d = c->d_model, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
   s->t = calloc((size_t)c->n_layers * 12 + 3, sizeof *s->t);
-  if (!s->t) return rg_error_set("synth-model: out of memory");
+  if (!s->t) return rg_error_set("out of memory");
   char name[96];
   int rc = add_tensor(s, "model.embed_tokens.weight", c->vocab_size, d);
   for (int il = 0; il < c->n_layers && rc == 0; il++) {
@@ -172,7 +175,7 @@ static int write_json(const char *dir, const char *name, cJSON *j) {
 
 static int write_tokenizer(const char *dir, int vocab_size) {
   if (vocab_size < N_BYTES + N_SPECIALS)
-    return rg_error_set("synth-model: vocab_size %d is below the %d byte and special tokens", vocab_size,
+    return rg_error_set("vocab_size %d is below the %d byte and special tokens", vocab_size,
                         N_BYTES + N_SPECIALS);
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "version", "1.0");
@@ -236,11 +239,8 @@ static int write_tokenizer(const char *dir, int vocab_size) {
 
 /* CONFIG_PATH's JSON with torch_dtype TORCH_DTYPE (that of the shards). */
 static int write_config(const char *dir, const char *config_path, const char *torch_dtype) {
-  char *text = rg_read_file(config_path, NULL);
-  if (!text) return -1;
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  if (!j) return rg_error_set("%s: not valid JSON", config_path);
+  cJSON *j = rg_json_read_file(config_path);
+  if (!j) return -1;
   cJSON_DeleteItemFromObject(j, "dtype"); /* transformers 5's name for it */
   cJSON_DeleteItemFromObject(j, "torch_dtype");
   cJSON_AddStringToObject(j, "torch_dtype", torch_dtype);
@@ -272,6 +272,7 @@ int cmd_synth_model(int argc, char **argv) {
   const char *config_path = NULL, *out = NULL, *dtype = "bf16", *shard_size = "5GB"; /* save_pretrained's classic default */
   int seed = 0;
   double std = 0.02, norm_std = 0;
+  bool json = false;
   const cli_opt opts[] = {
       {"config", CLI_STRING, &config_path, "Hugging Face config.json to instantiate (llama, mistral, qwen2)"},
       {"out", CLI_STRING, &out, "output directory (created)"},
@@ -280,17 +281,18 @@ int cmd_synth_model(int argc, char **argv) {
       {"std", CLI_FLOAT, &std, "weights and biases are std * normal(0, 1) (default 0.02)"},
       {"norm-std", CLI_FLOAT, &norm_std, "norm weights are 1 + norm_std * normal(0, 1) (default 0)"},
       {"max-shard-size", CLI_STRING, &shard_size, "largest shard, as save_pretrained: 5GB (default), 60KB, 2GiB, ..."},
+      {"json", CLI_BOOL, &json, "print a summary of the model written as JSON"},
   };
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
                      "--config CONFIG.json --out DIR [--seed N] [--dtype T] [--std X] [--norm-std X] "
-                     "[--max-shard-size S]",
+                     "[--max-shard-size S] [--json]",
                      pos, 0, &n_pos);
   if (rc == 1) return 0;
   if (rc != 0) return cli_fail();
   if (!config_path || !out) {
-    rg_error_set("synth-model: --config and --out are required");
+    rg_error_set("--config and --out are required");
     return cli_fail();
   }
   static const struct {
@@ -301,16 +303,16 @@ int cmd_synth_model(int argc, char **argv) {
   for (int k = 0; k < 3; k++)
     if (strcmp(dtype, DTYPES[k].name) == 0) di = k;
   if (di < 0) {
-    rg_error_set("synth-model: --dtype must be bf16, f16 or f32, got '%s'", dtype);
+    rg_error_set("--dtype must be bf16, f16 or f32, got '%s'", dtype);
     return cli_fail();
   }
   const size_t max_shard_bytes = parse_shard_size(shard_size);
   if (max_shard_bytes == 0) {
-    rg_error_set("synth-model: --max-shard-size '%s' is not a size such as 5GB, 60KB or 2GiB", shard_size);
+    rg_error_set("--max-shard-size '%s' is not a size such as 5GB, 60KB or 2GiB", shard_size);
     return cli_fail();
   }
   if (!(std >= 0) || !(norm_std >= 0)) {
-    rg_error_set("synth-model: --std and --norm-std must be non-negative");
+    rg_error_set("--std and --norm-std must be non-negative");
     return cli_fail();
   }
   rg_config cfg;
@@ -327,6 +329,16 @@ int cmd_synth_model(int argc, char **argv) {
   if (rc == 0) rc = write_config(out, config_path, DTYPES[di].torch_dtype);
   if (rc == 0) rc = write_tokenizer(out, cfg.vocab_size);
   if (rc == 0) rc = rg_safetensors_write_sharded(out, s.t, s.n, &so);
+  if (rc == 0 && json) {
+    double n_params = 0;
+    for (int i = 0; i < s.n; i++) n_params += (double)s.t[i].ne[0] * (double)s.t[i].ne[1];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "out", out);
+    cJSON_AddStringToObject(o, "dtype", DTYPES[di].name);
+    cJSON_AddNumberToObject(o, "n_tensors", s.n);
+    cJSON_AddNumberToObject(o, "n_params", n_params);
+    rc = cli_print_json(o);
+  }
   for (int i = 0; i < s.n; i++) free(s.t[i].name);
   free(s.t);
   return rc == 0 ? 0 : cli_fail();

@@ -1,4 +1,4 @@
-/* cmd_tokenize: `refgeo tokenize MODEL [--chat] [--system TEXT]
+/* cmd_tokenize: `refgeo tokenize (MODEL | --model PATH) [--chat] [--system TEXT]
  * [--chat-template NAME] [--no-special] [--json] TEXT` prints the token ids
  * of TEXT, optionally rendered first as one user turn (with the generation
  * prompt) through the model's chat template. Special-token text such as
@@ -7,33 +7,13 @@
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 #include "commands.h"
-#include "model/chat_template.h"
 #include "model/model.h"
+#include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
-
-/* TEXT as a one-turn chat prompt (malloc'd); *add_bos is cleared when the
- * template writes BOS itself. */
-static char *render_chat(const rg_model *m, const char *template_name, const char *system, const char *text,
-                         bool *add_bos) {
-  rg_chat_template t;
-  int rc = template_name ? rg_chat_template_by_name(template_name, &t)
-           : m->chat_template ? rg_chat_template_detect(m->chat_template, &t)
-                              : rg_error_set("%s: model has no chat template (use --chat-template NAME)", m->path);
-  if (rc < 0) return NULL;
-  rg_chat_message msgs[2];
-  int n = 0;
-  if (system) msgs[n++] = (rg_chat_message){"system", system};
-  msgs[n++] = (rg_chat_message){"user", text};
-  char *out = rg_chat_render(&t, msgs, n, true);
-  *add_bos = !t.bos_text || t.bos_text[0] == '\0';
-  rg_chat_template_free(&t);
-  return out;
-}
 
 static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {
   cJSON *r = cJSON_CreateObject();
@@ -46,7 +26,7 @@ static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {
   cJSON_AddNumberToObject(r, "n", n);
   char *s = cJSON_PrintUnformatted(r);
   cJSON_Delete(r);
-  if (!s) return rg_error_set("tokenize: out of memory");
+  if (!s) return rg_error_set("out of memory");
   printf("%s\n", s);
   free(s);
   return 0;
@@ -54,8 +34,9 @@ static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {
 
 int cmd_tokenize(int argc, char **argv) {
   bool chat = false, no_special = false, json = false;
-  const char *system = NULL, *template_name = NULL;
+  const char *system = NULL, *template_name = NULL, *model = NULL;
   const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
       {"chat", CLI_BOOL, &chat, "render TEXT as one user turn with the generation prompt"},
       {"system", CLI_STRING, &system, "system message (with --chat)"},
       {"chat-template", CLI_STRING, &template_name, "renderer name instead of detecting it from the model"},
@@ -64,25 +45,28 @@ int cmd_tokenize(int argc, char **argv) {
   };
   const char *pos[2];
   int n_pos;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "MODEL [flags] TEXT", pos, 2, &n_pos);
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [flags] TEXT", pos,
+                     2, &n_pos);
   if (rc == 1) return 0;
   if (rc < 0) return cli_fail();
-  if (n_pos != 2) {
-    rg_error_set("tokenize: expected MODEL and TEXT (see refgeo tokenize --help)");
+  /* MODEL TEXT, or --model PATH TEXT */
+  if (n_pos == 2 && cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
+  if (!model || n_pos != 1) {
+    rg_error_set("expected MODEL and TEXT (or --model PATH and TEXT; see refgeo tokenize --help)");
     return cli_fail();
   }
+  const char *text = pos[0];
   if (!chat && (system || template_name)) {
-    rg_error_set("tokenize: --system and --chat-template need --chat");
+    rg_error_set("--system and --chat-template need --chat");
     return cli_fail();
   }
-  rg_model *m = rg_model_load(pos[0]);
+  rg_model *m = rg_model_load(model);
   if (!m) return cli_fail();
-  bool add_bos = true;
-  char *rendered = chat ? render_chat(m, template_name, system, pos[1], &add_bos) : NULL;
-  const char *text = chat ? rendered : pos[1];
+  rg_prompt_opts p = {.text = text, .chat = chat, .system = system, .chat_template = template_name,
+                      .plain_specials = no_special};
   int32_t *ids = NULL;
   int n = 0;
-  rc = text ? rg_tokenize(m->tokenizer, text, strlen(text), !no_special, add_bos, &ids, &n) : -1;
+  rc = rg_prompt_encode(m, &p, &ids, &n, NULL, NULL);
   if (rc == 0 && json) {
     rc = print_json(m->tokenizer, ids, n);
   } else if (rc == 0) {
@@ -90,7 +74,6 @@ int cmd_tokenize(int argc, char **argv) {
     printf("\n");
   }
   free(ids);
-  free(rendered);
   rg_model_free(m);
   return rc == 0 ? 0 : cli_fail();
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 
 static const rg_command COMMANDS[] = {
@@ -34,8 +35,11 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  for (int i = 0; i < N_COMMANDS; i++)
-    if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc - 1, argv + 1);
+  for (int i = 0; i < N_COMMANDS; i++) {
+    if (strcmp(argv[1], COMMANDS[i].name) != 0) continue;
+    cli_set_command(COMMANDS[i].name);
+    return COMMANDS[i].run(argc - 1, argv + 1);
+  }
   fprintf(stderr, "refgeo: unknown command '%s' (see refgeo --help)\n", argv[1]);
   return 1;
 }

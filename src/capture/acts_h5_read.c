@@ -48,15 +48,36 @@ static int read_eoi(rg_acts_reader *r) {
 typedef struct {
   rg_acts_reader *r;
   int cap;
+  bool failed; /* the error is set (a step file is missing) */
 } step_scan;
 
+/* The file an external link points to, malloc'd ("?" when unreadable). */
+static char *link_target_file(hid_t g, const char *name, const H5L_info_t *li) {
+  char *val = li->u.val_size > 0 && li->u.val_size < 65536 ? malloc(li->u.val_size) : NULL;
+  const char *file = NULL, *obj = NULL;
+  if (val && H5Lget_val(g, name, val, li->u.val_size, H5P_DEFAULT) >= 0)
+    H5Lunpack_elink_val(val, li->u.val_size, NULL, &file, &obj);
+  char *copy = strdup(file ? file : "?");
+  free(val);
+  return copy;
+}
+
 static herr_t collect_step(hid_t g, const char *name, const H5L_info_t *li, void *user) {
-  (void)li;
   step_scan *sc = user;
   rg_acts_reader *r = sc->r;
   long step;
   if (rg_h5_step_of_name(name, &step) != 0) return 0;
   hid_t sg = H5Gopen2(g, name, H5P_DEFAULT);
+  if (sg < 0 && li->type == H5L_TYPE_EXTERNAL) {
+    /* Only complete steps are linked, so a link that does not open is a
+     * step file that was lost or left behind when the file was moved. */
+    char *file = link_target_file(g, name, li);
+    rg_error_set("%s: /%s is in %s, which cannot be opened (keep the step files beside the main file)", r->path,
+                 name, file ? file : "?");
+    free(file);
+    sc->failed = true;
+    return -1;
+  }
   if (sg < 0) return 0;
   long long complete = 0;
   int ok = rg_h5_read_int(sg, "complete", &complete) == 0 && complete == 1;
@@ -116,10 +137,10 @@ rg_acts_reader *rg_acts_reader_open(const char *path) {
   if (read_eoi(r) != 0) goto fail;
   r->model_id = rg_h5_read_str(r->file, "model_id");
   r->chat_template = rg_h5_read_str(r->file, "chat_template");
-  step_scan sc = {r, 0};
+  step_scan sc = {r, 0, false};
   hsize_t idx = 0;
   if (H5Literate(r->file, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_step, &sc) < 0) {
-    rg_error_set("%s: cannot list the step groups", path);
+    if (!sc.failed) rg_error_set("%s: cannot list the step groups", path);
     goto fail;
   }
   if (r->info.n_steps == 0) {

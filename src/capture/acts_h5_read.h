@@ -2,7 +2,8 @@
  * (layout in capture/acts_h5.h).
  *
  * Only complete step groups (attr complete = 1) are listed: an incomplete
- * one is a copy that was cut short. Every shape read from the file is
+ * one is a copy that was cut short (refgeo's older one-file layout). A step
+ * linked to a step file that does not open is an error naming that file. Every shape read from the file is
  * checked against the root attributes (n_layers, d_model) and against
  * overflow before anything is allocated, so a corrupt or foreign file gives
  * a one-line error, never a crash. float16 datasets are converted to float32

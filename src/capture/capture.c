@@ -9,6 +9,7 @@
 #include "model/chat_template.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
 
@@ -30,27 +31,14 @@ static void split_tokens_free(split_tokens *t) {
   *t = (split_tokens){0};
 }
 
-static int resolve_template(const rg_model *m, const char *name, rg_chat_template *t) {
-  if (name) return rg_chat_template_by_name(name, t);
-  if (m->chat_template) return rg_chat_template_detect(m->chat_template, t);
-  return rg_error_set("%s: model has no chat template (use --chat-template NAME)", m->path);
-}
-
-/* A template that writes BOS itself must not get a second one. */
-static bool template_wants_bos(const rg_chat_template *t) { return !t->bos_text || t->bos_text[0] == '\0'; }
-
 static int tokenize_split(const rg_model *m, const rg_chat_template *t, const rg_prompt_set *ps, int n_pos,
                           split_tokens *out) {
   *out = (split_tokens){.n = ps->n, .ids = calloc((size_t)ps->n, sizeof(int32_t *)),
                         .lens = calloc((size_t)ps->n, sizeof(int))};
   if (!out->ids || !out->lens) return rg_error_set("%s: out of memory", ps->path);
   for (int i = 0; i < ps->n; i++) {
-    rg_chat_message msg = {"user", ps->items[i].text};
-    char *text = rg_chat_render(t, &msg, 1, true);
-    if (!text) return -1;
-    int rc = rg_tokenize(m->tokenizer, text, strlen(text), true, template_wants_bos(t), &out->ids[i], &out->lens[i]);
-    free(text);
-    if (rc < 0) return rg_error_prefix("%s: prompt %d", ps->path, i + 1);
+    if (rg_prompt_encode_chat(m, t, NULL, ps->items[i].text, true, &out->ids[i], &out->lens[i]) < 0)
+      return rg_error_prefix("%s: prompt %d", ps->path, i + 1);
     if (out->lens[i] < n_pos)
       return rg_error_set("%s: prompt %d has %d tokens, fewer than the %d eoi positions", ps->path, i + 1,
                           out->lens[i], n_pos);
@@ -74,24 +62,25 @@ static int eoi_tokens(const rg_model *m, const rg_chat_template *t, int32_t **id
 
 /* ---------------------------------------------------------------- hook */
 
-/* Where the hook puts the eoi rows of one site for the current batch:
- * buf[slot][layer][k][d_model], k = position - (len - n_pos). */
+/* Where the hook puts the eoi rows of every captured site for the current
+ * batch: buf[site][slot][layer][k][d_model], k = position - (len - n_pos). */
 typedef struct {
-  rg_hook_site site;
+  uint32_t sites; /* mask of RG_HOOK_BIT(site) */
   int n_layers, d_model, n_pos;
   const int *lens; /* token count of each batch slot */
-  float *buf;
+  int *from_pos;   /* [batch] lens[j] - n_pos: the session hands over only these rows (rg_capture.from_pos) */
+  float *buf[RG_HOOK_N_SITES];
 } eoi_sink;
 
 static void keep_eoi_rows(void *user, rg_hook_site site, int layer, const float *rows, int n_rows, int d,
                           const int *seq, const int *pos) {
   eoi_sink *k = user;
-  if (site != k->site) return;
+  if (!(k->sites & RG_HOOK_BIT(site))) return;
   for (int i = 0; i < n_rows; i++) {
     int p = pos[i] - (k->lens[seq[i]] - k->n_pos);
     if (p < 0 || p >= k->n_pos) continue;
     size_t at = (((size_t)seq[i] * k->n_layers + layer) * k->n_pos + p) * (size_t)d;
-    memcpy(k->buf + at, rows + (size_t)i * d, (size_t)d * sizeof(float));
+    memcpy(k->buf[site] + at, rows + (size_t)i * d, (size_t)d * sizeof(float));
   }
 }
 
@@ -111,36 +100,25 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One pass over a split for one site: prefill in batches, write each prompt. */
-static int capture_site(step_ctx *c, rg_session *s, const rg_model *m, const char *split, const split_tokens *tk,
-                        rg_hook_site site, uint32_t *layer_sites, float *buf, float *logits) {
-  const int L = m->cfg.n_layers;
-  for (int l = 0; l < L; l++) layer_sites[l] = RG_HOOK_BIT(site);
-  eoi_sink sink = {.site = site, .n_layers = L, .d_model = m->cfg.d_model, .n_pos = c->n_pos, .buf = buf};
-  rg_capture spec = {.fn = keep_eoi_rows, .user = &sink, .layer_sites = layer_sites};
-  if (rg_acts_begin_site(c->file, split, site, tk->n, c->n_pos) < 0) return -1;
-  const size_t per_prompt = (size_t)L * c->n_pos * m->cfg.d_model;
-  int rc = 0;
-  rg_session_set_capture(s, &spec);
-  for (int b = 0; rc == 0 && b < tk->n; b += c->batch) {
-    int nb = tk->n - b < c->batch ? tk->n - b : c->batch;
-    sink.lens = tk->lens + b;
-    rg_session_reset(s);
-    double t0 = now_s();
-    rc = rg_session_prefill(s, (const int32_t *const *)tk->ids + b, tk->lens + b, nb, logits);
-    c->forward_s += now_s() - t0;
-    for (int j = 0; rc == 0 && j < nb; j++) {
-      c->tokens += tk->lens[b + j];
-      rc = rg_acts_write_prompt(c->file, b + j, buf + (size_t)j * per_prompt);
-    }
-  }
-  rg_session_set_capture(s, NULL);
-  if (rc < 0) return rg_error_prefix("%s/%s", split, rg_hook_site_name(site));
-  return rg_acts_end_site(c->file);
+/* Opens the dataset of every requested site of SPLIT. */
+static int begin_sites(step_ctx *c, const char *split, int n) {
+  for (int site = 0; site < RG_HOOK_N_SITES; site++)
+    if ((c->opts->sites & RG_HOOK_BIT(site)) && rg_acts_begin_site(c->file, split, (rg_hook_site)site, n, c->n_pos) < 0)
+      return -1;
+  return 0;
 }
 
+/* Closes them, each checked to hold every prompt. */
+static int end_sites(step_ctx *c) {
+  for (int site = 0; site < RG_HOOK_N_SITES; site++)
+    if ((c->opts->sites & RG_HOOK_BIT(site)) && rg_acts_end_site(c->file, (rg_hook_site)site) < 0) return -1;
+  return 0;
+}
+
+/* One pass over a split: each batch is prefilled once, with every requested
+ * site hooked, and each prompt's rows are written to each site's dataset. */
 static int capture_split(step_ctx *c, rg_session *s, const rg_model *m, const rg_capture_split *sp,
-                         const split_tokens *tk, uint32_t *layer_sites, float *buf, float *logits) {
+                         const split_tokens *tk, eoi_sink *sink, float *logits) {
   const rg_prompt_set *ps = sp->prompts;
   const char **texts = malloc((size_t)ps->n * sizeof *texts), **cats = malloc((size_t)ps->n * sizeof *cats);
   int rc = texts && cats ? 0 : rg_error_set("%s: out of memory", ps->path);
@@ -152,10 +130,23 @@ static int capture_split(step_ctx *c, rg_session *s, const rg_model *m, const rg
     rc = rg_acts_write_prompts(c->file, sp->name, ps->n, texts, cats, (const int32_t *const *)tk->ids, tk->lens);
   free(texts);
   free(cats);
-  for (int site = 0; rc == 0 && site < RG_HOOK_N_SITES; site++)
-    if (c->opts->sites & RG_HOOK_BIT(site))
-      rc = capture_site(c, s, m, sp->name, tk, (rg_hook_site)site, layer_sites, buf, logits);
-  return rc;
+  if (rc == 0) rc = begin_sites(c, sp->name, tk->n);
+  const size_t per_prompt = (size_t)m->cfg.n_layers * c->n_pos * m->cfg.d_model;
+  for (int b = 0; rc == 0 && b < tk->n; b += c->batch) {
+    int nb = tk->n - b < c->batch ? tk->n - b : c->batch;
+    sink->lens = tk->lens + b;
+    for (int j = 0; j < nb; j++) sink->from_pos[j] = sink->lens[j] - c->n_pos;
+    rg_session_reset(s);
+    double t0 = now_s();
+    rc = rg_session_prefill(s, (const int32_t *const *)tk->ids + b, tk->lens + b, nb, logits);
+    c->forward_s += now_s() - t0;
+    for (int j = 0; rc == 0 && j < nb; j++) c->tokens += tk->lens[b + j];
+    for (int site = 0; rc == 0 && site < RG_HOOK_N_SITES; site++)
+      for (int j = 0; rc == 0 && (sink->sites & RG_HOOK_BIT(site)) && j < nb; j++)
+        rc = rg_acts_write_prompt(c->file, (rg_hook_site)site, b + j, sink->buf[site] + (size_t)j * per_prompt);
+  }
+  if (rc < 0) return rg_error_prefix("%s", sp->name);
+  return end_sites(c);
 }
 
 static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model *m, const rg_chat_template *t,
@@ -171,16 +162,23 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
   }
   rg_session *s = NULL;
   const size_t per_prompt = (size_t)m->cfg.n_layers * n_pos * m->cfg.d_model;
-  float *buf = malloc((size_t)c.batch * per_prompt * sizeof(float));
+  eoi_sink sink = {.sites = o->sites, .n_layers = m->cfg.n_layers, .d_model = m->cfg.d_model, .n_pos = n_pos};
+  for (int site = 0; site < RG_HOOK_N_SITES; site++)
+    if ((o->sites & RG_HOOK_BIT(site)) && !(sink.buf[site] = malloc((size_t)c.batch * per_prompt * sizeof(float))))
+      rc = rg_error_set("%s: out of memory", ck->path);
   float *logits = malloc((size_t)c.batch * m->cfg.vocab_size * sizeof(float));
   uint32_t *layer_sites = malloc((size_t)m->cfg.n_layers * sizeof *layer_sites);
-  if (rc == 0 && (!buf || !logits || !layer_sites)) rc = rg_error_set("%s: out of memory", ck->path);
+  sink.from_pos = malloc((size_t)c.batch * sizeof *sink.from_pos);
+  if (rc == 0 && (!logits || !layer_sites || !sink.from_pos)) rc = rg_error_set("%s: out of memory", ck->path);
+  for (int l = 0; rc == 0 && l < m->cfg.n_layers; l++) layer_sites[l] = o->sites;
   rg_backend_opts bo = {.threads = o->threads};
   rg_weights *w = rc == 0 ? rg_weights_open(m, &bo, RG_WEIGHTS_AUTO) : NULL;
   if (rc == 0 && (!w || !(s = rg_session_new(w, c.batch, max_len, NULL)))) rc = -1;
+  rg_capture spec = {.fn = keep_eoi_rows, .user = &sink, .layer_sites = layer_sites, .from_pos = sink.from_pos};
+  if (rc == 0) rg_session_set_capture(s, &spec);
   double t0 = now_s();
   if (rc == 0) rc = rg_acts_begin_step(f, ck->step, ck->path);
-  for (int i = 0; rc == 0 && i < o->n_splits; i++) rc = capture_split(&c, s, m, &o->splits[i], &tk[i], layer_sites, buf, logits);
+  for (int i = 0; rc == 0 && i < o->n_splits; i++) rc = capture_split(&c, s, m, &o->splits[i], &tk[i], &sink, logits);
   if (rc == 0) rc = rg_acts_end_step(f);
   double dt = now_s() - t0;
   if (rc == 0 && o->log) {
@@ -191,8 +189,9 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
   rg_session_free(s);
   rg_weights_free(w);
   free(layer_sites);
+  free(sink.from_pos);
   free(logits);
-  free(buf);
+  for (int site = 0; site < RG_HOOK_N_SITES; site++) free(sink.buf[site]);
   for (int i = 0; i < o->n_splits; i++) split_tokens_free(&tk[i]);
   free(tk);
   return rc;
@@ -209,7 +208,7 @@ typedef struct {
 
 static int view_model(const rg_model *m, const char *template_name, model_view *v) {
   *v = (model_view){0};
-  if (resolve_template(m, template_name, &v->tmpl) < 0) return -1;
+  if (rg_prompt_template(m, template_name, &v->tmpl) < 0) return -1;
   if (eoi_tokens(m, &v->tmpl, &v->eoi, &v->n_eoi) < 0) {
     rg_chat_template_free(&v->tmpl);
     return -1;

@@ -4,18 +4,20 @@
  * each prompt is rendered as one user turn with a generation prompt by the
  * chat template (the model's own, or one named by the caller; templates that
  * carry a default system message, like SmolLM2's chatml, keep it), tokenized
- * with special tokens parsed and BOS as the template wants, and run through
+ * with special tokens parsed and BOS as the template wants (the one rule of
+ * model/prompt_encode.h), and run through
  * the model. The chosen hook sites of every layer are kept at the
  * post-instruction ("eoi") positions: n_pos = the token count of
  * rg_chat_post_instruction() (tokenized without BOS, specials parsed), i.e.
  * the last n_pos tokens of each prompt (refusal-geometry.md section 4).
  * Results go to an acts_h5 file (acts_h5.h for the layout).
  *
- * Prompts are prefilled `batch` at a time into a padding-free session; a
- * hook copies the last n_pos rows of each sequence into a per-prompt
- * [n_layers][n_pos][d_model] buffer. acts_h5 writes one site at a time, so
- * each site is one pass over a split: memory stays bounded by one batch
- * whatever the split size, and the default (one site) pays nothing for it.
+ * Prompts are prefilled `batch` at a time into a padding-free session,
+ * once each whatever the number of sites: one hook, set for every requested
+ * site of every layer, copies the last n_pos rows of each sequence into that
+ * site's per-prompt [n_layers][n_pos][d_model] buffer, and every site's
+ * dataset takes the batch's prompts before the next batch runs. Memory stays
+ * bounded by one batch per site whatever the split size.
  *
  * Resuming: checkpoints already complete in the output file are skipped
  * ("step N: already captured" on the log); a step cut short is redone from
@@ -28,7 +30,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "capture/checkpoints.h"
+#include "model/checkpoints.h"
 #include "capture/prompts.h"
 
 typedef struct {

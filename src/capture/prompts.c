@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harmbench/behaviors.h"
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 #include "util/rng.h"
 
 void rg_prompts_free(rg_prompt_set *s) {
@@ -42,10 +44,8 @@ static int push(rg_prompt_set *s, int *cap, const char *text, size_t text_len, c
 }
 
 static int load_json(rg_prompt_set *s) {
-  char *text = rg_read_file(s->path, NULL);
-  if (!text) return -1;
-  cJSON *root = cJSON_Parse(text);
-  free(text);
+  cJSON *root = rg_json_read_file(s->path);
+  if (!root) return -1;
   int rc = 0, cap = 0, i = 0;
   if (!cJSON_IsArray(root)) {
     rc = rg_error_set("%s: expected a JSON array of {\"instruction\", \"category\"} objects", s->path);
@@ -80,16 +80,19 @@ static int load_csv(rg_prompt_set *s) {
   int rc = 0, cap = 0;
   int behavior = rg_csv_require_col(t, "Behavior");
   int category = rg_csv_col(t, "SemanticCategory");
+  int context = rg_csv_col(t, "ContextString");
   if (behavior < 0) rc = -1;
   for (size_t r = 0; rc == 0 && r < t->n_rows; r++) {
-    const char *text = t->rows[r][behavior];
-    if (!*text) {
+    if (!*t->rows[r][behavior]) {
       /* line = data row + header, exact unless earlier fields span lines */
       rc = rg_error_set("%s: line %zu: empty Behavior", s->path, r + 2);
       break;
     }
+    /* The prompt is what asr and attack give the model for this row. */
+    char *text = rg_harmbench_request_text(t->rows[r][behavior], context >= 0 ? t->rows[r][context] : "");
     const char *cat = category >= 0 && *t->rows[r][category] ? t->rows[r][category] : NULL;
-    rc = push(s, &cap, text, strlen(text), cat);
+    rc = text ? push(s, &cap, text, strlen(text), cat) : rg_error_set("%s: out of memory", s->path);
+    free(text);
   }
   rg_csv_free(t);
   return rc;

@@ -3,8 +3,11 @@
  * rg_prompts_load picks the format by the file's extension:
  *   .json  refusal_direction splits/processed files: an array of
  *          {"instruction": str, "category": str | null}
- *   .csv   HarmBench behaviour files: the Behavior column is the prompt,
- *          SemanticCategory (if present) the category
+ *   .csv   HarmBench behaviour files: the prompt is the row's text by
+ *          HarmBench's rule (rg_harmbench_request_text: the Behavior, after
+ *          the ContextString and a separator when the column is present and
+ *          non-empty), the text asr and attack use; SemanticCategory (if
+ *          present) is the category
  *   .txt   one prompt per line; blank lines are skipped; no category
  * Anything else is an error. Prompts are kept verbatim (no trimming besides
  * the line break of .txt lines, including a CRLF's CR).

@@ -7,6 +7,7 @@
 #include "geometry/selection.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 /* Python's json module writes the non-standard tokens NaN, Infinity and
  * -Infinity; cJSON rejects them. Outside string literals they are rewritten
@@ -71,9 +72,12 @@ rg_candidate *rg_candidates_read_json(const char *path, int *n) {
     rg_error_set("%s: out of memory", path);
     return NULL;
   }
-  cJSON *root = cJSON_Parse(text);
+  /* The byte of a parse error is counted in the rewritten text: past a NaN
+   * it is one more than the file's, past an Infinity 4 (5 for -Infinity) less. */
+  cJSON *root = rg_json_parse_named(text, strlen(text), path);
   free(text);
   rg_candidate *c = NULL;
+  if (!root) goto done;
   if (!cJSON_IsArray(root)) {
     rg_error_set("%s: expected a JSON array of candidates", path);
     goto done;

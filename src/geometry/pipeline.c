@@ -343,7 +343,7 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   st.lo = o->layer_lo;
   st.hi = o->layer_hi > 0 ? o->layer_hi : st.L;
   if (st.lo < 0 || st.lo >= st.hi || st.hi > st.L) {
-    rg_error_set("--layers: %d:%d is not a non-empty range inside [0, %d)", o->layer_lo, st.hi, st.L);
+    rg_error_set("%s: layer range %d:%d is not a non-empty range inside [0, %d)", acts_path, o->layer_lo, st.hi, st.L);
     goto end;
   }
   for (int i = 0; i < series->n; i++) {

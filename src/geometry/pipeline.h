@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "capture/checkpoints.h"
+#include "model/checkpoints.h"
 #include "geometry/migration.h"
 #include "geometry/selection.h"
 

@@ -30,7 +30,7 @@ int rg_refusal_tokens_default(const rg_tokenizer *t, int32_t *ids) {
   int ok = n == 1;
   if (ok) ids[0] = tok[0];
   free(tok);
-  if (!ok) return rg_error_set("refusal tokens: \"I\" is %d tokens in this tokenizer; give --refusal-tokens", n);
+  if (!ok) return rg_error_set("refusal tokens: \"I\" is %d tokens in this tokenizer; name the refusal tokens", n);
   return 1;
 }
 

@@ -7,6 +7,7 @@
 
 #include "harmbench/asr_curve.h"
 #include "harmbench/asr_stats.h"
+#include "model/context_len.h"
 #include "model/generate.h"
 #include "model/tokenizer.h"
 #include "util/csv_table.h"
@@ -22,7 +23,7 @@ int rg_asr_category_from_name(const char *name, rg_asr_category *out) {
   if (strcmp(name, "all") == 0) *out = RG_ASR_NON_COPYRIGHT;
   else if (strcmp(name, "standard") == 0) *out = RG_ASR_STANDARD;
   else if (strcmp(name, "contextual") == 0) *out = RG_ASR_CONTEXTUAL;
-  else return rg_error_set("--functional-category: unknown category '%s' (standard, contextual, all)", name);
+  else return rg_error_set("unknown functional category '%s' (standard, contextual, all)", name);
   return 0;
 }
 
@@ -68,23 +69,25 @@ oom:
 int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int *lens, int n,
                     const rg_asr_gen_opts *o, char **generations) {
   if (n == 0) return 0;
-  if (o->batch < 1) return rg_error_set("--batch: %d is not positive", o->batch);
+  if (o->batch < 1) return rg_error_set("batch size %d is not positive", o->batch);
   int max_len = 0;
   for (int i = 0; i < n; i++)
     if (lens[i] > max_len) max_len = lens[i];
-  int batch = o->batch < n ? o->batch : n;
+  int batch = o->batch < n ? o->batch : n, ctx;
+  if (rg_context_len(&m->cfg, max_len, o->max_new_tokens, &ctx) < 0) return rg_error_prefix("%s", m->path);
   rg_backend_opts bo = {.threads = o->threads};
   rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO);
-  rg_session *s = w ? rg_session_new(w, batch, max_len + o->max_new_tokens, NULL) : NULL;
+  rg_session *s = w ? rg_session_new(w, batch, ctx, NULL) : NULL;
   if (!s || (o->intervention && rg_session_set_intervention(s, o->intervention) < 0)) {
     rg_session_free(s);
     rg_weights_free(w);
     return -1;
   }
   rg_gen_opts go = {.max_new_tokens = o->max_new_tokens, .stop_ids = o->stop_ids, .n_stop = o->n_stop};
-  rg_gen_result r[batch];
+  /* on the heap: BATCH comes from the user (--batch), and the stack is small */
+  rg_gen_result *r = calloc((size_t)batch, sizeof *r);
   memset(generations, 0, (size_t)n * sizeof *generations);
-  int rc = 0;
+  int rc = r ? 0 : rg_error_set("%s: out of memory for %d results", m->path, batch);
   for (int first = 0; first < n && rc == 0; first += batch) {
     int k = n - first < batch ? n - first : batch;
     if ((rc = rg_generate(s, prompts + first, lens + first, k, &go, r)) < 0) break;
@@ -92,6 +95,7 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
       if (!(generations[first + i] = rg_detokenize(m->tokenizer, r[i].ids, r[i].n, true))) rc = -1;
     rg_gen_results_free(r, k);
   }
+  free(r);
   rg_session_free(s);
   rg_weights_free(w);
   if (rc < 0)

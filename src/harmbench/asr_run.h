@@ -36,7 +36,7 @@
 typedef enum { RG_ASR_NON_COPYRIGHT, RG_ASR_STANDARD, RG_ASR_CONTEXTUAL } rg_asr_category;
 
 /* "all" (= standard + contextual), "standard", "contextual"; -1 (error set
- * naming --functional-category) otherwise. */
+ * naming the unknown category) otherwise. */
 int rg_asr_category_from_name(const char *name, rg_asr_category *out);
 
 /* The test cases of the selected behaviors, in behaviors-file order: the

@@ -99,14 +99,16 @@ bool rg_behavior_has_tag(const rg_behavior *b, const char *tag) {
   }
 }
 
-char *rg_behavior_direct_request(const rg_behavior *b) {
-  if (b->context[0] == '\0') return strdup(b->behavior);
+char *rg_harmbench_request_text(const char *behavior, const char *context) {
+  if (context[0] == '\0') return strdup(behavior);
   static const char SEPARATOR[] = "\n\n---\n\n";
-  size_t nc = strlen(b->context), ns = sizeof SEPARATOR - 1, nb = strlen(b->behavior);
+  size_t nc = strlen(context), ns = sizeof SEPARATOR - 1, nb = strlen(behavior);
   char *s = malloc(nc + ns + nb + 1);
   if (!s) return NULL;
-  memcpy(s, b->context, nc);
+  memcpy(s, context, nc);
   memcpy(s + nc, SEPARATOR, ns);
-  memcpy(s + nc + ns, b->behavior, nb + 1);
+  memcpy(s + nc + ns, behavior, nb + 1);
   return s;
 }
+
+char *rg_behavior_direct_request(const rg_behavior *b) { return rg_harmbench_request_text(b->behavior, b->context); }

@@ -47,11 +47,18 @@ bool rg_behavior_is_copyright(const rg_behavior *b);  /* FunctionalCategory == "
  * "hash_check". */
 bool rg_behavior_has_tag(const rg_behavior *b, const char *tag);
 
-/* The DirectRequest test case, malloc'd: the behavior as written, or
- * "{ContextString}\n\n---\n\n{Behavior}" when ContextString is non-empty
+/* The text HarmBench gives the model for a behavior row, malloc'd: BEHAVIOR
+ * as written, or "{CONTEXT}\n\n---\n\n{BEHAVIOR}" when CONTEXT is non-empty
  * (HarmBench baselines/direct_request/direct_request.py:23-24 at commit
  * 8e1604d, `if context_str: behavior = f"{context_str}\n\n---\n\n{behavior}"`;
- * GCG builds the same prefix, baselines/gcg/gcg.py:90-92). NULL on OOM. */
+ * GCG builds the same prefix, baselines/gcg/gcg.py:90-92). The one rule for
+ * every reader of a behaviors CSV: asr and attack through
+ * rg_behavior_direct_request, capture's prompt sets (capture/prompts.h).
+ * NULL on OOM. */
+char *rg_harmbench_request_text(const char *behavior, const char *context);
+
+/* The DirectRequest test case of B: rg_harmbench_request_text of its
+ * Behavior and ContextString. NULL on OOM. */
 char *rg_behavior_direct_request(const rg_behavior *b);
 
 #endif

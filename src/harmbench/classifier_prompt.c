@@ -6,15 +6,12 @@
 #include <strings.h>
 
 #include "util/error.h"
-#include "util/fileio.h"
+#include "util/json.h"
 
 int rg_classifier_prompts_load(const char *path, rg_classifier_prompts *out) {
   memset(out, 0, sizeof *out);
-  char *text = rg_read_file(path, NULL);
-  if (!text) return -1;
-  cJSON *root = cJSON_Parse(text);
-  free(text);
-  if (!root) return rg_error_set("%s: not valid JSON", path);
+  cJSON *root = rg_json_read_file(path);
+  if (!root) return -1;
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
   const cJSON *pc = cJSON_GetObjectItemCaseSensitive(root, "prompt_contextual");
   int rc = 0;

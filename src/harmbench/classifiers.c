@@ -31,19 +31,23 @@ int rg_classifier_count(void) { return N_KNOWN; }
 const rg_classifier_info *rg_classifier_find(const char *name) {
   for (int k = 0; k < N_KNOWN; k++)
     if (strcmp(KNOWN[k].name, name) == 0) return &KNOWN[k];
-  rg_error_set("--classifier: unknown classifier '%s' (%s)", name, rg_classifier_names());
+  rg_error_set("unknown classifier '%s' (%s)", name, rg_classifier_names());
   return NULL;
+}
+
+bool rg_classifier_reads_substrings(const rg_classifier_info *c) {
+  return c->kind == RG_CLASSIFIER_REFUSAL && (c->rule == RG_REFUSAL_HB_ATTACK || c->rule == RG_REFUSAL_HB_ADVBENCH);
 }
 
 rg_refusal_list *rg_classifier_load_list(const rg_classifier_info *c, const char *substrings) {
   if (c->kind != RG_CLASSIFIER_REFUSAL) {
-    rg_error_set("--classifier: %s is not a string-match classifier", c->name);
+    rg_error_set("classifier %s is not a string-match classifier", c->name);
     return NULL;
   }
-  bool needs_file = c->rule == RG_REFUSAL_HB_ATTACK || c->rule == RG_REFUSAL_HB_ADVBENCH;
+  bool needs_file = rg_classifier_reads_substrings(c);
   if (needs_file && (!substrings || !rg_path_exists(substrings))) {
-    rg_error_set("--refusal-substrings: %s does not exist (give the path of HarmBench's refusal_substrings.json)",
-                 substrings ? substrings : "(none)");
+    rg_error_set("%s does not exist (classifier %s reads HarmBench's refusal_substrings.json)",
+                 substrings ? substrings : "(none)", c->name);
     return NULL;
   }
   return rg_refusal_list_load(c->rule, needs_file ? substrings : NULL);

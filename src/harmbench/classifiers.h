@@ -28,7 +28,7 @@ typedef struct {
 } rg_classifier_info;
 
 /* The classifier called NAME, or NULL with the error
- * "--classifier: unknown classifier 'NAME' (refusal-harmbench, ...)". */
+ * "unknown classifier 'NAME' (refusal-harmbench, ...)". */
 const rg_classifier_info *rg_classifier_find(const char *name);
 
 /* The known names, comma-separated, for help texts. */
@@ -37,10 +37,14 @@ const char *rg_classifier_names(void);
 /* The number of known classifiers (an upper bound for per-run arrays). */
 int rg_classifier_count(void);
 
+/* Whether C reads HarmBench's refusal_substrings.json (refusal-harmbench,
+ * refusal-advbench); the other string rules are built in. */
+bool rg_classifier_reads_substrings(const rg_classifier_info *c);
+
 /* The refusal list of a RG_CLASSIFIER_REFUSAL classifier. SUBSTRINGS is
  * HarmBench's refusal_substrings.json, needed by refusal-harmbench and
- * refusal-advbench only (its absence is an error naming
- * --refusal-substrings). NULL + error. */
+ * refusal-advbench only (its absence is an error naming the path).
+ * NULL + error. */
 rg_refusal_list *rg_classifier_load_list(const rg_classifier_info *c, const char *substrings);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 int rg_completions_add(rg_completions *c, const char *behavior_id, const char *test_case, const char *generation) {
   if (c->n == c->cap) {
@@ -41,14 +42,8 @@ void rg_completions_free(rg_completions *c) {
 
 /* Parses PATH as a JSON object whose values are arrays; NULL + error. */
 static cJSON *read_object_of_arrays(const char *path) {
-  char *text = rg_read_file(path, NULL);
-  if (!text) return NULL;
-  cJSON *root = cJSON_Parse(text);
-  free(text);
-  if (!root) {
-    rg_error_set("%s: not valid JSON", path);
-    return NULL;
-  }
+  cJSON *root = rg_json_read_file(path);
+  if (!root) return NULL;
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
     rg_error_set("%s: top level is not an object of BehaviorID keys", path);

@@ -7,17 +7,17 @@
 
 #include "util/error.h"
 
-int rg_csv_flag_col(const rg_csv *t, const char *name, const char *flag) {
+int rg_csv_flag_col(const rg_csv *t, const char *name, const char *role) {
   int c = rg_csv_col(t, name);
   if (c >= 0) return c;
-  /* The columns the file does have, so the user can fix the flag at once;
+  /* The columns the file does have, so the user can fix the name at once;
    * clipped to a line. */
   char cols[512] = "";
   size_t len = 0;
   for (int i = 0; i < t->n_cols && len < sizeof cols; i++)
     len += (size_t)snprintf(cols + len, sizeof cols - len, "%s%s", i ? ", " : "", t->header[i]);
   if (len >= sizeof cols) strcpy(cols + sizeof cols - 4, "...");
-  return rg_error_set("%s: no column '%s' (%s; columns: %s)", t->path, name, flag, cols);
+  return rg_error_set("%s: no column '%s' (%s; columns: %s)", t->path, name, role, cols);
 }
 
 void rg_prompt_csv_free(rg_prompt_csv *p) {
@@ -62,7 +62,7 @@ rg_prompt_csv *rg_prompt_csv_read(const char *path, const char *prompt_col, cons
   rg_csv *t = rg_csv_read(path);
   if (!t) return NULL;
   rg_prompt_csv *p = calloc(1, sizeof *p);
-  int c_prompt = rg_csv_flag_col(t, prompt_col, "--prompt-column"), c_id = rg_csv_col(t, "id");
+  int c_prompt = rg_csv_flag_col(t, prompt_col, "the prompt column"), c_id = rg_csv_col(t, "id");
   int *c_group = calloc((size_t)n_groups + 1, sizeof *c_group);
   if (!p || !c_group) {
     rg_error_set("%s: out of memory", path);
@@ -70,7 +70,7 @@ rg_prompt_csv *rg_prompt_csv_read(const char *path, const char *prompt_col, cons
   }
   if (c_prompt < 0) goto fail;
   for (int g = 0; g < n_groups; g++)
-    if ((c_group[g] = rg_csv_flag_col(t, group_cols[g], "--group-column")) < 0) goto fail;
+    if ((c_group[g] = rg_csv_flag_col(t, group_cols[g], "a group column")) < 0) goto fail;
   size_t rows = t->n_rows ? t->n_rows : 1;
   if (!(p->behaviors = calloc(1, sizeof *p->behaviors)) || !(p->behaviors->path = strdup(path)) ||
       !(p->behaviors->items = calloc(rows, sizeof *p->behaviors->items)) ||

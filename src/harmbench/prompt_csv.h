@@ -34,8 +34,9 @@ void rg_prompt_csv_free(rg_prompt_csv *p);
 /* The row of the behavior with this BehaviorID, or -1. */
 long rg_prompt_csv_row(const rg_prompt_csv *p, const char *id);
 
-/* Index of column NAME of T, which the user named with FLAG; -1 with the
- * one-line error "PATH: no column 'NAME' (FLAG; columns: a, b, ...)". */
-int rg_csv_flag_col(const rg_csv *t, const char *name, const char *flag);
+/* Index of column NAME of T, which the user named as ROLE (e.g. "the prompt
+ * column"); -1 with the one-line error "PATH: no column 'NAME' (ROLE;
+ * columns: a, b, ...)". */
+int rg_csv_flag_col(const rg_csv *t, const char *name, const char *role);
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "util/fileio.h"
+#include "util/json.h"
 
 /* refusal_direction (andyrdt/refusal_direction, commit 9d852fa,
  * pipeline/submodules/evaluate_jailbreak.py:14-29): JailbreakBench's prefixes
@@ -94,7 +94,6 @@ rg_refusal_list *rg_refusal_list_load(rg_refusal_rule rule, const char *json_pat
   }
   rg_refusal_list *l = calloc(1, sizeof *l);
   cJSON *root = NULL;
-  char *text = NULL;
   if (!l) goto oom;
   l->rule = rule;
   l->case_insensitive = RULES[rule].case_insensitive;
@@ -110,11 +109,7 @@ rg_refusal_list *rg_refusal_list_load(rg_refusal_rule rule, const char *json_pat
     rg_error_set("refusal rule %s needs HarmBench's refusal_substrings.json", RULES[rule].name);
     goto fail;
   }
-  if (!(text = rg_read_file(json_path, NULL))) goto fail;
-  if (!(root = cJSON_Parse(text))) {
-    rg_error_set("%s: not valid JSON", json_path);
-    goto fail;
-  }
+  if (!(root = rg_json_read_file(json_path))) goto fail;
   const cJSON *list = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, RULES[rule].json_key),
                                                        "strings");
   if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) == 0) {
@@ -131,13 +126,11 @@ rg_refusal_list *rg_refusal_list_load(rg_refusal_rule rule, const char *json_pat
     if (add_pattern(l, s->valuestring, json_path) != 0) goto fail;
   }
   cJSON_Delete(root);
-  free(text);
   return l;
 oom:
   rg_error_set("refusal list: out of memory");
 fail:
   cJSON_Delete(root);
-  free(text);
   rg_refusal_list_free(l);
   return NULL;
 }

@@ -273,8 +273,7 @@ static int init_template(rg_chat_template *out, const family *f) {
 int rg_chat_template_by_name(const char *name, rg_chat_template *out) {
   for (int i = 0; i < N_FAMILIES; i++)
     if (strcmp(name, FAMILIES[i].name) == 0) return init_template(out, &FAMILIES[i]);
-  return rg_error_set("--chat-template %s: unknown template (known: chatml, llama-2, mistral, zephyr, llama-3, gemma)",
-                      name);
+  return rg_error_set("unknown chat template '%s' (known: chatml, llama-2, mistral, zephyr, llama-3, gemma)", name);
 }
 
 void rg_chat_template_free(rg_chat_template *t) {
@@ -327,7 +326,7 @@ static int extract_default_system(const char *jinja, char **out) {
 }
 
 int rg_chat_template_detect(const char *jinja, rg_chat_template *out) {
-  if (!jinja || !*jinja) return rg_error_set("chat template: the model has no chat template (use --chat-template NAME)");
+  if (!jinja || !*jinja) return rg_error_set("chat template: the model has no chat template (name a built-in one)");
   /* Order matters: Llama-2's template also contains "[INST]". */
   rg_chat_kind kind = strstr(jinja, "<|im_start|>")                              ? RG_CHAT_CHATML
                       : strstr(jinja, "[INST]") && strstr(jinja, "<<SYS>>")      ? RG_CHAT_LLAMA2
@@ -338,7 +337,7 @@ int rg_chat_template_detect(const char *jinja, rg_chat_template *out) {
                                                                                  : (rg_chat_kind)0;
   if (!kind)
     return rg_error_set("chat template: no built-in renderer matches the model's template (%.40s...); "
-                        "use --chat-template NAME",
+                        "name a built-in one",
                         jinja);
   if (init_template(out, find_family(kind)) != 0) return -1;
   if (kind == RG_CHAT_CHATML) extract_default_system(jinja, &out->default_system);

@@ -3,7 +3,8 @@
  * refgeo does not interpret Jinja. Each renderer reproduces, byte for byte,
  * what the model's own Jinja template produces (checked against transformers
  * in tests). The renderer is chosen from the model's template text
- * (rg_chat_template_detect) or by name (--chat-template NAME).
+ * (rg_chat_template_detect) or by name (rg_chat_template_by_name; the CLI's
+ * --chat-template NAME).
  *
  * Names: chatml (SmolLM2, Qwen), llama-2, mistral, zephyr, llama-3, gemma.
  */

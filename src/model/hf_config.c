@@ -105,9 +105,8 @@ static int reject_unsupported(const cJSON *root, const char *path, const rg_conf
 
 int rg_hf_config_parse(const char *text, const char *path, rg_config *c) {
   memset(c, 0, sizeof *c);
-  bool out_of_memory;
-  cJSON *root = rg_json_parse(text, strlen(text), NULL, &out_of_memory);
-  if (!root) return rg_error_set(out_of_memory ? "%s: out of memory" : "%s: not valid JSON", path);
+  cJSON *root = rg_json_parse_named(text, strlen(text), path);
+  if (!root) return -1;
   int rc = -1;
   if (!cJSON_IsObject(root)) {
     rg_error_set("%s: not a JSON object", path);

@@ -48,14 +48,10 @@ static rg_safetensors *shard_named(const rg_model *m, const char *dir, const cha
 /* Opens every shard named in the index once, then checks that every
  * weight_map entry names a tensor present in its shard. */
 static int open_indexed(rg_model *m, const char *dir, const char *index_path) {
-  char *text = rg_read_file(index_path, NULL);
-  if (!text) return -1;
-  bool out_of_memory;
-  cJSON *root = rg_json_parse(text, strlen(text), NULL, &out_of_memory);
-  free(text);
+  cJSON *root = rg_json_read_file(index_path);
   const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
   int rc = 0;
-  if (!root) rc = rg_error_set(out_of_memory ? "%s: out of memory" : "%s: not valid JSON", index_path);
+  if (!root) rc = -1;
   else if (!cJSON_IsObject(map) || !map->child) rc = rg_error_set("%s: missing or empty object 'weight_map'", index_path);
   for (const cJSON *e = map ? map->child : NULL; e && rc == 0; e = e->next) {
     if (!cJSON_IsString(e) || !*e->valuestring || strchr(e->valuestring, '/') || strcmp(e->valuestring, "..") == 0) {
@@ -182,14 +178,11 @@ static int bind_weights(rg_model *m) {
  * (no error) when the model has none. */
 static int read_chat_template(rg_model *m, const char *dir, const char *tok_config) {
   if (tok_config) {
-    char *text = rg_read_file(tok_config, NULL);
-    if (!text) return -1;
-    bool out_of_memory;
-    cJSON *root = rg_json_parse(text, strlen(text), NULL, &out_of_memory);
-    free(text);
+    cJSON *root = rg_json_read_file(tok_config);
+    if (!root) return -1;
     if (!cJSON_IsObject(root)) {
       cJSON_Delete(root);
-      return rg_error_set(!root && out_of_memory ? "%s: out of memory" : "%s: not a valid JSON object", tok_config);
+      return rg_error_set("%s: not a JSON object", tok_config);
     }
     const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
     if (cJSON_IsArray(tpl)) {

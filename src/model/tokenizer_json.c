@@ -260,15 +260,11 @@ static int32_t config_token(const rg_tokenizer *t, const cJSON *cfg, const char 
 }
 
 static int apply_config(rg_tokenizer *t, const char *config_path) {
-  size_t len;
-  char *text = rg_read_file(config_path, &len);
-  if (!text) return -1;
-  bool out_of_memory;
-  cJSON *cfg = rg_json_parse(text, len, NULL, &out_of_memory);
-  free(text);
+  cJSON *cfg = rg_json_read_file(config_path);
+  if (!cfg) return -1;
   if (!cJSON_IsObject(cfg)) {
     cJSON_Delete(cfg);
-    return rg_error_set(!cfg && out_of_memory ? "%s: out of memory" : "%s: not a JSON object", config_path);
+    return rg_error_set("%s: not a JSON object", config_path);
   }
   t->bos = config_token(t, cfg, "bos_token", t->bos);
   t->eos = config_token(t, cfg, "eos_token", t->eos);
@@ -348,16 +344,9 @@ rg_tokenizer *rg_tokenizer_from_json_for_model(const char *tokenizer_json, const
   size_t len;
   char *text = rg_read_file(tokenizer_json, &len);
   if (!text) return NULL;
-  bool out_of_memory;
-  cJSON *root = rg_json_parse(text, len, NULL, &out_of_memory);
-  if (!root) {
-    const char *at = cJSON_GetErrorPtr();
-    if (out_of_memory) rg_error_set("%s: out of memory", tokenizer_json);
-    else rg_error_set("%s: invalid JSON near byte %td", tokenizer_json, at ? at - text : (ptrdiff_t)0);
-    free(text);
-    return NULL;
-  }
+  cJSON *root = rg_json_parse_named(text, len, tokenizer_json);
   free(text);
+  if (!root) return NULL;
   rg_tokenizer *t = build(tokenizer_json, len, model_vocab, root);
   cJSON_Delete(root);
   if (t && tokenizer_config && apply_config(t, tokenizer_config)) {

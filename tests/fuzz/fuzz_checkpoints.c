@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture/checkpoints.h"
+#include "model/checkpoints.h"
 #include "fuzz_util.h"
 
 static const char *const PARTS[] = {"manifest.csv", "dirs"};

@@ -26,6 +26,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 MODELS = ["llama_f32", "qwen2_bf16", "mistral_f16", "llama3_bf16"]
+# Variants: fixture name -> (model directory, config overrides, sequence
+# lengths). mistral_f16's window of 16 never cuts a 7-token sequence, so
+# mistral_f16_window4 loads the same weights with sliding_window 4 and runs
+# 12- and 9-token sequences: most queries see only their last 4 keys. The test
+# makes the same config change to its copy of the model.
+VARIANTS = {name: (name, {}, (7, 5)) for name in MODELS}
+VARIANTS["mistral_f16_window4"] = ("mistral_f16", {"sliding_window": 4}, (12, 9))
 STRIDE = 29
 RNG = np.random.default_rng(7)
 
@@ -36,19 +43,22 @@ def flat(t):
 
 
 def one(src_dir, out_dir, name):
-    model = AutoModelForCausalLM.from_pretrained(os.path.join(src_dir, name), dtype=torch.float32)
+    model_dir, overrides, lens = VARIANTS[name]
+    model = AutoModelForCausalLM.from_pretrained(os.path.join(src_dir, model_dir), dtype=torch.float32, **overrides)
     model = model.double().train(False)  # eval-mode semantics (no dropout), float64 math
     vocab = model.config.vocab_size
-    seqs = [RNG.integers(0, vocab, 7).tolist(), RNG.integers(0, vocab, 5).tolist()]
+    seqs = [RNG.integers(0, vocab, n).tolist() for n in lens]
     # rows: every position but each sequence's last predicts the next token;
     # the scales weight rows unevenly and skip one (scale 0)
     rows, targets, scale = [], [], []
     embeds, losses = [], []
     total = 0
+    logits_of = []
     for si, ids in enumerate(seqs):
         emb = model.get_input_embeddings()(torch.tensor([ids]))
         emb.retain_grad()  # d loss / d embeddings, for GCG; the table still gets its gradient
         logits = model(inputs_embeds=emb).logits[0]
+        logits_of.append(logits.detach())
         for p in range(len(ids) - 1):
             w = 0.0 if (si == 1 and p == 2) else 1.0 / (1 + p)
             ce = torch.nn.functional.cross_entropy(logits[p : p + 1], torch.tensor([ids[p + 1]]))
@@ -59,12 +69,18 @@ def one(src_dir, out_dir, name):
             total = total + w * ce
         embeds.append(emb)
     total.backward()
+    if "sliding_window" in overrides:  # the window must change the numbers, or the fixture tests nothing
+        full = AutoModelForCausalLM.from_pretrained(os.path.join(src_dir, model_dir), dtype=torch.float32).double()
+        with torch.no_grad():
+            gap = (full(torch.tensor([seqs[0]])).logits[0] - logits_of[0]).abs().max().item()
+        assert gap > 1e-2, "window %d leaves the logits unchanged (%g)" % (overrides["sliding_window"], gap)
+        print(name, "max |logit change| from the window:", gap)
     tensors = {}
     for pname, prm in model.named_parameters():
         g = prm.grad.reshape(-1)
         tensors[pname] = {"n": g.numel(), "norm": float(g.norm()), "sample": flat(g[::STRIDE])}
     out = {
-        "model": name,
+        "model": model_dir,
         "stride": STRIDE,
         "seqs": seqs,
         "rows": rows,
@@ -74,6 +90,8 @@ def one(src_dir, out_dir, name):
         "d_embed": [flat(e.grad[0]) for e in embeds],
         "tensors": tensors,
     }
+    if overrides:
+        out["config_overrides"] = overrides
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name + ".json")
     with open(path, "w") as f:
@@ -85,7 +103,7 @@ def one(src_dir, out_dir, name):
 def main():
     src_dir, out_dir = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
-    for name in MODELS:
+    for name in VARIANTS:
         one(os.path.expanduser(src_dir), out_dir, name)
 
 

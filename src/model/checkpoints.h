@@ -1,6 +1,8 @@
-/* checkpoints.h: the series of model checkpoints a geometry run walks.
+/* checkpoints.h: a series of model checkpoints (steps of one fine-tuning
+ * run), the input of capture, geometry and asr.
  *
- * Two sources, picked by rg_checkpoints_open from what PATH is:
+ * Three sources: one model alone (rg_checkpoints_single: step 0), or,
+ * picked by rg_checkpoints_open from what PATH is:
  *   a directory   a fine-tuning run as the Hugging Face Trainer writes it:
  *                 subdirectories "checkpoint-<step>" (decimal digits), each a
  *                 HF model directory (must hold config.json). Other entries
@@ -18,8 +20,8 @@
  *
  * Ownership: the series owns its paths; rg_checkpoints_free releases them.
  */
-#ifndef RG_CAPTURE_CHECKPOINTS_H
-#define RG_CAPTURE_CHECKPOINTS_H
+#ifndef RG_MODEL_CHECKPOINTS_H
+#define RG_MODEL_CHECKPOINTS_H
 
 typedef struct {
   long step;
@@ -35,11 +37,9 @@ typedef struct {
 rg_checkpoint_series *rg_checkpoints_open(const char *path, const char *base);
 rg_checkpoint_series *rg_checkpoints_from_run_dir(const char *dir, const char *base);
 rg_checkpoint_series *rg_checkpoints_from_manifest(const char *csv_path, const char *base);
-/* The series named by the CLI's flags: exactly one of MODEL (a one-checkpoint
- * series, step 0), RUN_DIR or MANIFEST; BASE only with the latter two.
- * CMD names the subcommand in the error message. */
-rg_checkpoint_series *rg_checkpoints_from_flags(const char *cmd, const char *model, const char *run_dir,
-                                                const char *manifest, const char *base);
+/* The one-checkpoint series of the model PATH (GGUF file or HF directory)
+ * as step 0; PATH is not checked here (loading it reports a bad one). */
+rg_checkpoint_series *rg_checkpoints_single(const char *path);
 void rg_checkpoints_free(rg_checkpoint_series *s);
 
 #endif

@@ -1,4 +1,4 @@
-#include "capture/checkpoints.h"
+#include "model/checkpoints.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include "util/fileio.h"
 
 /* While a series is built each entry remembers where it came from ("line 4",
- * "checkpoint-50", "--base"), so a duplicate step can name both places. */
+ * "checkpoint-50", "the base model"), so a duplicate step can name both places. */
 typedef struct {
   long step;
   char *path;
@@ -209,30 +209,16 @@ void rg_checkpoints_free(rg_checkpoint_series *s) {
   free(s);
 }
 
-static rg_checkpoint_series *single_model(const char *path) {
+rg_checkpoint_series *rg_checkpoints_single(const char *path) {
   rg_checkpoint_series *s = calloc(1, sizeof *s);
   if (s) s->items = calloc(1, sizeof *s->items);
   if (s && s->items) s->items[0].path = strdup(path);
   if (!s || !s->items || !s->items[0].path) {
     if (s) free(s->items);
     free(s);
-    rg_error_set("--model: out of memory");
+    rg_error_set("%s: out of memory", path);
     return NULL;
   }
   s->n = 1;
   return s;
-}
-
-rg_checkpoint_series *rg_checkpoints_from_flags(const char *cmd, const char *model, const char *run_dir,
-                                                const char *manifest, const char *base) {
-  if (!!model + !!run_dir + !!manifest != 1) {
-    rg_error_set("%s: give exactly one of --model, --run-dir, --manifest", cmd);
-    return NULL;
-  }
-  if (model && base) {
-    rg_error_set("--base: only with --run-dir or --manifest");
-    return NULL;
-  }
-  if (model) return single_model(model);
-  return run_dir ? rg_checkpoints_from_run_dir(run_dir, base) : rg_checkpoints_from_manifest(manifest, base);
 }
