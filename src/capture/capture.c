@@ -7,6 +7,7 @@
 
 #include "capture/acts_h5.h"
 #include "model/chat_template.h"
+#include "model/context_len.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/prompt_encode.h"
@@ -160,6 +161,7 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
     for (int j = 0; rc == 0 && j < tk[i].n; j++)
       if (tk[i].lens[j] > max_len) max_len = tk[i].lens[j];
   }
+  if (rc == 0 && rg_context_len(&m->cfg, max_len, 0, &max_len) < 0) rc = rg_error_prefix("%s", ck->path);
   rg_session *s = NULL;
   const size_t per_prompt = (size_t)m->cfg.n_layers * n_pos * m->cfg.d_model;
   eoi_sink sink = {.sites = o->sites, .n_layers = m->cfg.n_layers, .d_model = m->cfg.d_model, .n_pos = n_pos};

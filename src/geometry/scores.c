@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/context_len.h"
 #include "model/forward.h"
 #include "util/error.h"
 #include "util/logsumexp.h"
@@ -116,6 +117,7 @@ rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const
   /* One prefill call per batch where it fits: fewer, larger matrix products
    * are what makes 2 cores fast; 4096 tokens keep the activation buffers at
    * a few tens of MB for small models. */
+  if (rg_context_len(&m->cfg, max_len, 0, &max_len) < 0) goto fail;
   rg_session_opts so = {.max_batch_tokens = total < 4096 ? (int)total : 4096};
   rg_backend_opts bo = {.threads = threads};
   if (!(sc->w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(sc->s = rg_session_new(sc->w, n, max_len, &so)))
