@@ -31,6 +31,7 @@
 #include "model/config.h"
 #include "model/dtype.h"
 #include "model/hf_config.h"
+#include "model/hf_write.h"
 #include "model/safetensors_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -164,15 +165,6 @@ static cJSON *byte_level(bool add_prefix_space, bool trim_offsets) {
   return o;
 }
 
-static int write_json(const char *dir, const char *name, cJSON *j) {
-  char *path = rg_path_join(dir, name);
-  char *text = j ? cJSON_Print(j) : NULL;
-  int rc = path && text ? rg_write_file_atomic(path, text, strlen(text)) : rg_error_set("%s/%s: out of memory", dir, name);
-  free(text);
-  free(path);
-  return rc;
-}
-
 static int write_tokenizer(const char *dir, int vocab_size) {
   if (vocab_size < N_BYTES + N_SPECIALS)
     return rg_error_set("vocab_size %d is below the %d byte and special tokens", vocab_size,
@@ -215,7 +207,7 @@ static int write_tokenizer(const char *dir, int vocab_size) {
     cJSON_AddNumberToObject(vocab, text, id);
   }
   cJSON_AddArrayToObject(model, "merges");
-  int rc = write_json(dir, "tokenizer.json", root);
+  int rc = rg_hf_write_json(dir, "tokenizer.json", root);
   cJSON_Delete(root);
   if (rc != 0) return rc;
 
@@ -232,7 +224,7 @@ static int write_tokenizer(const char *dir, int vocab_size) {
   cJSON_AddStringToObject(cfg, "eos_token", "<|im_end|>");
   cJSON_AddStringToObject(cfg, "chat_template", CHATML);
   cJSON_AddStringToObject(cfg, "tokenizer_class", "GPT2Tokenizer");
-  rc = write_json(dir, "tokenizer_config.json", cfg);
+  rc = rg_hf_write_json(dir, "tokenizer_config.json", cfg);
   cJSON_Delete(cfg);
   return rc;
 }
@@ -244,7 +236,7 @@ static int write_config(const char *dir, const char *config_path, const char *to
   cJSON_DeleteItemFromObject(j, "dtype"); /* transformers 5's name for it */
   cJSON_DeleteItemFromObject(j, "torch_dtype");
   cJSON_AddStringToObject(j, "torch_dtype", torch_dtype);
-  int rc = write_json(dir, "config.json", j);
+  int rc = rg_hf_write_json(dir, "config.json", j);
   cJSON_Delete(j);
   return rc;
 }

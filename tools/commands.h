@@ -18,6 +18,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_synth_model(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_perturb(int argc, char **argv);
 int cmd_geometry(int argc, char **argv);

@@ -11,6 +11,7 @@ static const rg_command COMMANDS[] = {
     {"generate", cmd_generate, "generate a continuation of a prompt"},
     {"logits", cmd_logits, "print the top-K next-token logits of a prompt"},
     {"synth-model", cmd_synth_model, "write a random-weight model as sharded bf16 safetensors"},
+    {"export", cmd_export, "write a model as a Hugging Face directory (the trainer's checkpoint format)"},
     {"capture", cmd_capture, "capture eoi activations of a checkpoint series into HDF5"},
     {"perturb", cmd_perturb, "write a randomly perturbed copy of a GGUF model"},
     {"geometry", cmd_geometry, "refusal directions, carrier scores and migration of a checkpoint series"},

@@ -195,13 +195,20 @@ int rg_tok_add_regex(rg_tokenizer *t, const char *pattern, size_t len, bool lite
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter if JIT is unavailable */
   }
-  rg_pretok_step *s = realloc(t->steps, sizeof *s * (size_t)(t->n_steps + 1));
+  char *source = pattern ? malloc(len + 1) : NULL;
+  rg_pretok_step *s = !pattern || source ? realloc(t->steps, sizeof *s * (size_t)(t->n_steps + 1)) : NULL;
   if (!s) {
     pcre2_code_free(re);
+    free(source);
     return rg_error_set("%s: out of memory", t->source);
   }
+  if (source) {
+    memcpy(source, pattern, len);
+    source[len] = '\0';
+  }
   t->steps = s;
-  t->steps[t->n_steps++] = (rg_pretok_step){.re = re, .behavior = behavior, .prefix_space = prefix_space};
+  t->steps[t->n_steps++] = (rg_pretok_step){
+      .re = re, .behavior = behavior, .prefix_space = prefix_space, .pattern = source, .literal = literal};
   return 0;
 }
 
@@ -217,7 +224,10 @@ void rg_tokenizer_free(rg_tokenizer *t) {
   free(t->pairs.keys);
   free(t->pairs.vals);
   free(t->added);
-  for (int i = 0; i < t->n_steps; i++) pcre2_code_free(t->steps[i].re);
+  for (int i = 0; i < t->n_steps; i++) {
+    pcre2_code_free(t->steps[i].re);
+    free(t->steps[i].pattern);
+  }
   free(t->steps);
   free(t->source);
   free(t);

@@ -5,6 +5,7 @@
  *   tokenizer_pretok.c  UTF-8 repair, regex pre-tokenizer, GPT-2 byte map
  *   tokenizer_gguf.c    building from GGUF metadata (tokenizer.ggml.*)
  *   tokenizer_json.c    building from tokenizer.json (+ tokenizer_config.json)
+ *   tokenizer_export.c  writing a byte-level BPE back out as tokenizer.json
  *
  * A built rg_tokenizer is immutable; encode/decode keep their scratch memory
  * per call, so one tokenizer can be used from several threads at once.
@@ -49,6 +50,10 @@ typedef struct {
   rg_split_behavior behavior;
   bool prefix_space; /* ByteLevel(add_prefix_space): " " before a piece not starting with one */
   bool invert;       /* Split(invert): the text between matches counts as the match */
+  /* The source of re (NULL when re is), kept so that the tokenizer can be
+   * written back out as tokenizer.json (tokenizer_export.c). */
+  char *pattern;
+  bool literal; /* pattern is a plain string, not a regex */
 } rg_pretok_step;
 
 /* How SentencePiece-style tokenizers add the U+2581 prefix. */
