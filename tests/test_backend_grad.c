@@ -347,12 +347,40 @@ static void test_cross_entropy(void **state) {
   free(t_i), free(targets), free(logits), free(scale), free(losses), free(dl);
 }
 
+/* The away loss's operation, against HarmBench's log_1_minus_p_loss per row
+ * (grad/unlikelihood.json from tools/reference/make_r2d2_loss_fixtures.py):
+ * two rows below the threshold (loss 0, no gradient), one with p near 1,
+ * one with scale 0. */
+static void test_unlikelihood(void **state) {
+  cJSON *c = t_read_json_fixture("grad/unlikelihood.json");
+  const int rows = geti(c, "rows"), vocab = geti(c, "vocab");
+  const float log_p_min = (float)item(c, "log_p_min")->valuedouble;
+  int *t_i = iarr(c, "targets");
+  int32_t *targets = malloc((size_t)rows * sizeof *targets);
+  for (int i = 0; i < rows; i++) targets[i] = t_i[i];
+  float *logits = farr(c, "logits", NULL), *scale = farr(c, "scale", NULL);
+  double *losses = darr(c, "losses", NULL), *dl = darr(c, "dlogits", NULL);
+  for (int bi = 0; bi < N_BACKENDS; bi++) {
+    rg_backend *be = new_backend(bi);
+    rg_buf *lb = upload(be, logits, (size_t)rows * vocab), *lossb = rg_buf_new(be, (size_t)rows);
+    rg_buf *dlb = grad_buf(be, (size_t)rows * vocab);
+    rg_op_unlikelihood(be, lossb, dlb, lb, targets, scale, rows, vocab, log_p_min);
+    expect("unlikelihood", "losses", BACKENDS[bi].name, err_vs(be, lossb, losses, (size_t)rows, 0));
+    expect("unlikelihood", "dlogits", BACKENDS[bi].name, err_vs(be, dlb, dl, (size_t)rows * vocab, PRE));
+    rg_buf_free(be, lb), rg_buf_free(be, lossb), rg_buf_free(be, dlb);
+    rg_backend_free(be);
+  }
+  free(t_i), free(targets), free(logits), free(scale), free(losses), free(dl);
+  cJSON_Delete(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_backward),   cmocka_unit_test(test_matmul_backward_tiled_bf16),
       cmocka_unit_test(test_rmsnorm_backward),  cmocka_unit_test(test_rope_backward),
       cmocka_unit_test(test_swiglu_backward),   cmocka_unit_test(test_attention_backward),
       cmocka_unit_test(test_embed_backward),    cmocka_unit_test(test_cross_entropy),
+      cmocka_unit_test(test_unlikelihood),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -147,6 +147,8 @@ typedef struct rg_backend_iface {
                             const rg_attn_desc *a);
   void (*cross_entropy)(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
                         const float *scale, int rows, int vocab);
+  void (*unlikelihood)(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
+                       const float *scale, int rows, int vocab, float log_p_min);
   /* training */
   int (*sum_squares)(rg_backend *be, const rg_buf *b, double *out);
   void (*adamw)(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st);
@@ -359,6 +361,20 @@ static inline void rg_op_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *d
 static inline void rg_op_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits,
                                        const int32_t *targets, const float *scale, int rows, int vocab) {
   be->iface->cross_entropy(be, losses, dlogits, logits, targets, scale, rows, vocab);
+}
+/* Unlikelihood loss (Welleck et al. 2019, "Neural text generation with
+ * unlikelihood training"), the away loss of R2D2: with p = softmax(logits[r])
+ * [targets[r]], losses[r] = -log(1 - p) when log p >= log_p_min and 0 when
+ * log p < log_p_min (a target the model already finds unlikely gets no push;
+ * HarmBench 8e1604d adversarial_training/alignment-handbook/scripts/
+ * adv_training_utils.py:477-483). Overwrites losses; when dlogits is not
+ * NULL, adds scale[r] * d losses[r] / d logits[r]:
+ *   +p at the target, -softmax(logits[r])_v * p / (1 - p) elsewhere,
+ * and nothing for a dropped row (the gradient of the constant 0). */
+static inline void rg_op_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits,
+                                      const int32_t *targets, const float *scale, int rows, int vocab,
+                                      float log_p_min) {
+  be->iface->unlikelihood(be, losses, dlogits, logits, targets, scale, rows, vocab, log_p_min);
 }
 
 /* ---------------------------------------------------------------- training */

@@ -453,6 +453,7 @@ static const rg_backend_iface CPU_IFACE = {
     .attention_backward = cpu_attention_backward,
     .kv_store_backward = cpu_kv_store_backward,
     .cross_entropy = cpu_cross_entropy,
+    .unlikelihood = cpu_unlikelihood,
     .sum_squares = cpu_sum_squares,
     .adamw = cpu_adamw,
 };

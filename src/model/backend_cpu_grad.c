@@ -220,22 +220,56 @@ void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_ca
 
 /* ---------------------------------------------------------------- loss */
 
+/* The row's maximum *m and the sum of exp(z[v] - m) over v != skip (skip
+ * -1: all), in double: the softmax's normalizer without overflow. */
+static double exp_sum(const float *z, int vocab, int skip, float *m) {
+  *m = z[0];
+  for (int v = 1; v < vocab; v++)
+    if (z[v] > *m) *m = z[v];
+  double sum = 0;
+  for (int v = 0; v < vocab; v++)
+    if (v != skip) sum += exp((double)z[v] - *m);
+  return sum;
+}
+
 void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
                        const float *scale, int rows, int vocab) {
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * vocab > PAR_MIN)
   for (int r = 0; r < rows; r++) {
     const float *z = logits->data + (size_t)r * vocab;
-    float m = z[0];
-    for (int v = 1; v < vocab; v++)
-      if (z[v] > m) m = z[v];
-    double sum = 0;
-    for (int v = 0; v < vocab; v++) sum += exp((double)z[v] - m);
-    const double lse = m + log(sum);
+    float m;
+    const double sum = exp_sum(z, vocab, -1, &m), lse = m + log(sum);
     losses->data[r] = (float)(lse - z[targets[r]]);
     if (dlogits && scale[r] != 0) {
       float *g = dlogits->data + (size_t)r * vocab;
       for (int v = 0; v < vocab; v++) g[v] += scale[r] * (float)exp((double)z[v] - lse);
       g[targets[r]] -= scale[r];
+    }
+  }
+}
+
+/* With e = exp(z_y - m), S_rest = sum over v != y of exp(z_v - m) (summed
+ * without the target, not as S - e, as HarmBench's logsumexp with z_y set to
+ * -1e10, adv_training_utils.py:465-475: 1 - p keeps its precision when p is
+ * near 1) and S = S_rest + e: p = e / S, log(1 - p) = log(S_rest / S), and
+ * d(-log(1 - p))/dz_v = -q_v p / (1 - p) = -exp(z_v - m) / S * e / S_rest
+ * for v != y (q = softmax(z)), +p for v = y. */
+void cpu_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
+                      const float *scale, int rows, int vocab, float log_p_min) {
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * vocab > PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    const float *z = logits->data + (size_t)r * vocab;
+    const int y = targets[r];
+    float m;
+    const double rest = exp_sum(z, vocab, y, &m), e = exp((double)z[y] - m), sum = rest + e;
+    const bool kept = (double)z[y] - m - log(sum) >= log_p_min; /* log p >= threshold */
+    losses->data[r] = kept ? (float)-log(rest / sum) : 0.0f;
+    if (dlogits && kept && scale[r] != 0) {
+      float *g = dlogits->data + (size_t)r * vocab;
+      const double c = scale[r] * e / (sum * rest);
+      for (int v = 0; v < vocab; v++)
+        if (v != y) g[v] -= (float)(c * exp((double)z[v] - m));
+      g[y] += (float)(scale[r] * e / sum);
     }
   }
 }

@@ -79,6 +79,8 @@ void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_ca
                            const rg_attn_desc *a);
 void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
                        const float *scale, int rows, int vocab);
+void cpu_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
+                      const float *scale, int rows, int vocab, float log_p_min);
 int cpu_sum_squares(rg_backend *be, const rg_buf *b, double *out);
 void cpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st);
 

@@ -161,18 +161,42 @@ int rg_grads_download(const rg_grads *g, int i, float *out) {
 
 /* ---------------------------------------------------------------- loss */
 
-int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale, float *losses) {
+int rg_session_loss_rows(const rg_session *s) { return s->train ? s->tr.n_logits : 0; }
+
+/* Checks the targets against the last eval's logit rows and readies the
+ * loss gradient: the first loss after an eval or a backward starts it from
+ * zero, later ones add to it. Returns the row count, or -1 with the error set. */
+static int begin_loss(rg_session *s, const int32_t *targets) {
   if (!s->train) return rg_error_set("loss: not a training session");
   train_state *t = &s->tr;
   const int R = t->n_logits, V = s->cfg.vocab_size;
   if (t->n == 0 || R == 0) return rg_error_set("loss: the last eval returned no logit rows");
   for (int r = 0; r < R; r++)
     if (targets[r] < 0 || targets[r] >= V) return rg_error_set("loss: target %d out of range [0, %d)", (int)targets[r], V);
-  rg_buf_zero(s->be, t->dlogits, 0, (size_t)R * V);
-  rg_op_cross_entropy(s->be, t->losses, t->dlogits, s->a.logits, targets, scale, R, V);
-  if (rg_buf_download(s->be, t->losses, 0, losses, (size_t)R) < 0) return rg_error_prefix("loss");
-  t->have_dlogits = true;
+  if (!t->have_dlogits) rg_buf_zero(s->be, t->dlogits, 0, (size_t)R * V);
+  return R;
+}
+
+/* Downloads the R per-row losses an operation wrote and marks the loss
+ * gradient as set. */
+static int end_loss(rg_session *s, int R, float *losses) {
+  if (rg_buf_download(s->be, s->tr.losses, 0, losses, (size_t)R) < 0) return rg_error_prefix("loss");
+  s->tr.have_dlogits = true;
   return 0;
+}
+
+int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale, float *losses) {
+  const int R = begin_loss(s, targets);
+  if (R < 0) return -1;
+  rg_op_cross_entropy(s->be, s->tr.losses, s->tr.dlogits, s->a.logits, targets, scale, R, s->cfg.vocab_size);
+  return end_loss(s, R, losses);
+}
+
+int rg_session_loss_away(rg_session *s, const int32_t *targets, const float *scale, float log_p_min, float *losses) {
+  const int R = begin_loss(s, targets);
+  if (R < 0) return -1;
+  rg_op_unlikelihood(s->be, s->tr.losses, s->tr.dlogits, s->a.logits, targets, scale, R, s->cfg.vocab_size, log_p_min);
+  return end_loss(s, R, losses);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -244,7 +268,8 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
 int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   if (!s->train || (g && g->s != s)) return rg_error_set("backward: not a training session, or not its gradients");
   train_state *t = &s->tr;
-  if (!t->have_dlogits) return rg_error_set("backward: no loss set since the last eval (rg_session_loss_ce)");
+  if (!t->have_dlogits)
+    return rg_error_set("backward: no loss set since the last eval (rg_session_loss_ce, rg_session_loss_away)");
   if (!t->whole)
     return rg_error_set("backward: the last eval continued cached sequences; backward needs whole sequences in one eval");
   const rg_config *c = &s->cfg;

@@ -5,6 +5,11 @@
  * sequences: each one starting at position 0 in that call),
  *   1. rg_session_loss_ce computes the cross entropy of the eval's logit rows
  *      against targets and seeds the gradient of the weighted loss sum;
+ *      rg_session_loss_away does the same for the unlikelihood (away) loss.
+ *      Several losses may be seeded after one eval: each ADDS its gradient
+ *      to the loss gradient (the first one after an eval or a backward
+ *      starts it from zero), so one backward differentiates their sum, as
+ *      R2D2's utility + away + toward loss over one batch needs;
  *   2. rg_session_backward runs the blocks in reverse with the backend's
  *      gradient operations and ADDS the gradient of every parameter into an
  *      rg_grads (zero it between optimizer steps; not between micro-batches),
@@ -43,13 +48,26 @@ const rg_tensor *rg_grads_tensor(const rg_grads *g, int i);
 rg_buf *rg_grads_buf(const rg_grads *g, int i);
 int rg_grads_download(const rg_grads *g, int i, float *out);
 
+/* The logit rows of the last eval of a training session (what a loss
+ * reads: its targets, scale and losses have this many entries); 0 for an
+ * inference session. */
+int rg_session_loss_rows(const rg_session *s);
+
 /* Cross entropy of the last eval's logit rows: row r (r < n_logits of that
  * eval) against targets[r], weighted by scale[r] (0 skips a row). Writes
- * losses[r] (nats) and sets the loss gradient for rg_session_backward.
+ * losses[r] (nats) of every row and adds the gradient of
+ * sum_r scale[r] * losses[r] to the loss gradient for rg_session_backward.
  * Returns 0, or -1 with the error set. */
 int rg_session_loss_ce(rg_session *s, const int32_t *targets, const float *scale, float *losses);
 
-/* Adds the gradient of sum_r scale[r] * losses[r] into G (NULL: no
+/* The away (unlikelihood) loss of the same rows (backend.h,
+ * rg_op_unlikelihood): losses[r] = -log(1 - p(targets[r])), or 0 where
+ * log p < log_p_min; adds the gradient of sum_r scale[r] * losses[r] as
+ * rg_session_loss_ce does. Returns 0, or -1 with the error set. */
+int rg_session_loss_away(rg_session *s, const int32_t *targets, const float *scale, float log_p_min, float *losses);
+
+/* Adds the gradient of the losses seeded since the last eval (the sum of
+ * each one's sum_r scale[r] * losses[r]) into G (NULL: no
  * parameter gradients, as an attack needs); if d_embed is not NULL, writes
  * the gradient with respect to the batch's token embeddings (the eval's n
  * rows of d_model floats). Returns 0, or -1 with the error set
