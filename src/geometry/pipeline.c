@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/progress.h"
 
 rg_geometry_opts rg_geometry_opts_default(void) {
   return (rg_geometry_opts){.rules = rg_selection_rules_default(), .depth = rg_depth_thresholds_default()};
@@ -191,14 +192,19 @@ static int score_candidates(run_state *st, int si, rg_candidate *c) {
             ck->step, ck->path, nhv, nlv, rids[0], rg_scorer_base_harmful(sc), rg_scorer_base_harmless(sc),
             elapsed(st));
   int n_cand = st->n_pos * (st->hi - st->lo), k = 0;
+  /* Every candidate's scores go to carriers.csv; the log gets one progress
+   * line with the time left instead of a line per candidate. */
+  char label[96];
+  snprintf(label, sizeof label, "step %ld: scoring %d carrier candidates", ck->step, n_cand);
+  rg_progress prog;
+  rg_progress_start(&prog, st->o->log, label, n_cand);
   for (int pi = 0; pi < st->n_pos; pi++)
     for (int l = st->lo; l < st->hi; l++, k++) {
       c[k] = (rg_candidate){.pos = pi - st->n_pos, .layer = l};
       if (rg_scorer_score(sc, dir_at(st, st->cur, pi, l), l, &c[k].bypass, &c[k].induce, &c[k].kl) < 0) goto end;
-      if (st->o->log)
-        fprintf(st->o->log, "step %ld: candidate %d/%d (pos %d, layer %d): bypass %.4f induce %.4f kl %.4f [%.1f s]\n",
-                ck->step, k + 1, n_cand, c[k].pos, l, c[k].bypass, c[k].induce, c[k].kl, elapsed(st));
+      rg_progress_tick(&prog, k + 1);
     }
+  rg_progress_end(&prog);
   rc = 0;
 end:
   if (rc < 0) rg_error_prefix("step %ld", ck->step);
