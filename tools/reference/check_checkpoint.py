@@ -5,7 +5,7 @@ Dev-only, not run by CI (it needs torch + transformers and about a minute on
 SmolLM2). Write a checkpoint and check it with:
 
     refgeo export MODEL.gguf --out /tmp/ckpt          # or a trainer's checkpoint-<step>
-    python tools/reference/check_checkpoint.py build/refgeo /tmp/ckpt
+    python tools/reference/check_checkpoint.py build/refgeo /tmp/ckpt [MODEL.gguf]
 
 For the same directory it compares
   - token ids of 50 strings: transformers' AutoTokenizer (tokenizer.json +
@@ -16,6 +16,13 @@ For the same directory it compares
     --json` at refgeo's 200 largest ids; the largest absolute difference
     must be <= 2e-3 and the argmax the same. Both run the same bf16 (or
     f32) weights in float32, so the difference is summation order only.
+  - with the source MODEL given, the same transformers logits against
+    `refgeo logits MODEL`: this is what catches a wrong weight layout (q/k
+    rows left in GGUF order), which the two checks above cannot, since
+    transformers and refgeo then read the same wrong file alike. Tolerance
+    2e-3 for a float32 checkpoint; 0.5 and the same argmax for bf16, whose
+    rounding of the weights (8 significant bits) moves SmolLM2's logits by
+    about 0.1 (test_model_checkpoint measures it).
 Prints one line per check and the maxima; exits 1 on any mismatch.
 """
 import json
@@ -44,6 +51,7 @@ PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, t
            "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"]
 TOP = 200
 TOL = 2e-3
+SOURCE_TOL_BF16 = 0.5
 
 
 def refgeo(binary, *args):
@@ -53,6 +61,9 @@ def refgeo(binary, *args):
 
 def main():
     binary, ckpt = sys.argv[1], sys.argv[2]
+    source = sys.argv[3] if len(sys.argv) > 3 else None
+    with open(f"{ckpt}/config.json") as f:
+        source_tol = TOL if json.load(f)["torch_dtype"] == "float32" else SOURCE_TOL_BF16
     tok = AutoTokenizer.from_pretrained(ckpt)
     bad = 0
     for s in STRINGS:
@@ -65,20 +76,26 @@ def main():
 
     model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32)
     model.eval()
-    worst = 0.0
+    worst = {}
     for p in PROMPTS:
         ids = refgeo(binary, "tokenize", ckpt, "--json", "--", p)["ids"]
-        rep = refgeo(binary, "logits", ckpt, "--prompt", p, "--top", str(TOP), "--json", "--threads", "2")
         with torch.no_grad():
             lg = model(torch.tensor([ids])).logits[0, -1].double()
-        diff = max(abs(lg[e["id"]].item() - e["logit"]) for e in rep["top"])
-        same_argmax = int(lg.argmax()) == rep["top"][0]["id"]
-        worst = max(worst, diff)
-        ok = diff <= TOL and same_argmax
-        bad += not ok
-        print(f"logits {p!r}: {len(ids)} tokens, max |diff| over top {TOP} = {diff:.3g}, "
-              f"argmax {'same' if same_argmax else 'DIFFERS'}{'' if ok else '  FAIL'}")
-    print(f"max |logit diff| {worst:.3g} (tolerance {TOL})")
+        for name, path, tol in [("checkpoint", ckpt, TOL)] + ([("source", source, source_tol)] if source else []):
+            rep = refgeo(binary, "logits", path, "--prompt", p, "--top", str(TOP), "--json", "--threads", "2")
+            diff = max(abs(lg[e["id"]].item() - e["logit"]) for e in rep["top"])
+            same_argmax = int(lg.argmax()) == rep["top"][0]["id"]
+            if rep["prompt_tokens"] != len(ids):
+                print(f"PROMPT TOKENS DIFFER {p!r} on the {name}: {rep['prompt_tokens']} vs {len(ids)}")
+                bad += 1
+            worst[name] = max(worst.get(name, 0.0), diff)
+            ok = diff <= tol and same_argmax
+            bad += not ok
+            print(f"logits {p!r} vs refgeo on the {name}: {len(ids)} tokens, max |diff| over top {TOP} = "
+                  f"{diff:.3g}, argmax {'same' if same_argmax else 'DIFFERS'}{'' if ok else '  FAIL'}")
+    for name, w in worst.items():
+        print(f"max |logit diff| vs refgeo on the {name}: {w:.3g} "
+              f"(tolerance {TOL if name == 'checkpoint' else source_tol})")
     sys.exit(1 if bad else 0)
 
 
