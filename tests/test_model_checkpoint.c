@@ -9,6 +9,8 @@
  *    same model although the directory uses HF's rotate-half layout; a bf16
  *    checkpoint holds exactly the bf16 rounding of those values; tokenizer
  *    ids agree on strings covering the pre-tokenizer's splits.
+ *  - the tokenizer.json exported from the SmolLM2 and Qwen2.5 GGUFs gives
+ *    transformers' ids (tests/fixtures/tokenizer, 300+ cases each).
  *  - the tiny HF qwen2 (bf16 on disk): its checkpoint reloads bit-identical.
  *  - atomicity: a stale checkpoint-<step>.tmp is replaced, an existing
  *    checkpoint is never written over, a run dir that cannot be written to
@@ -17,7 +19,9 @@
  */
 #include "testlib.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,7 @@
 #include "model/hf_write.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "model/tokenizer_export.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -215,6 +220,66 @@ static void test_smollm2_checkpoints(void **state) {
   free(run);
 }
 
+/* The tokenizer.json + tokenizer_config.json exported from the GGUF at
+ * $MODEL_ENV, reloaded by the tokenizer.json loader, against transformers'
+ * ids for the 300+ cases of FIXTURE (tools/reference/
+ * make_tokenizer_fixtures.py: the HF tokenizer of the same model; special
+ * text parsed, as AutoTokenizer does). */
+static void check_exported_tokenizer(const char *model_env, const char *fixture, const char *key) {
+  rg_model *m = load(t_env(model_env));
+  cJSON *tok, *cfg;
+  if (rg_tokenizer_export(m->tokenizer, m->chat_template, &tok, &cfg) != 0) fail_msg("%s", rg_error_get());
+  char *dir = run_dir(key);
+  assert_int_equal(rg_hf_write_json(dir, "tokenizer.json", tok), 0);
+  assert_int_equal(rg_hf_write_json(dir, "tokenizer_config.json", cfg), 0);
+  cJSON_Delete(tok);
+  cJSON_Delete(cfg);
+  char *tj = rg_path_join(dir, "tokenizer.json"), *tc = rg_path_join(dir, "tokenizer_config.json");
+  rg_tokenizer *t = rg_tokenizer_from_json(tj, tc);
+  if (!t) fail_msg("%s", rg_error_get());
+  assert_int_equal(rg_tokenizer_eos(t), rg_tokenizer_eos(m->tokenizer));
+  assert_int_equal(rg_tokenizer_vocab_size(t), rg_tokenizer_vocab_size(m->tokenizer));
+
+  cJSON *root = t_read_json_fixture(fixture);
+  int n_cases = 0, bad = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+    const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
+    const cJSON *want = cJSON_GetObjectItem(cJSON_GetObjectItem(c, key), "ids");
+    size_t len = strlen(hex) / 2;
+    char *text = malloc(len + 1);
+    for (size_t k = 0; k < len; k++) {
+      unsigned byte;
+      sscanf(hex + 2 * k, "%2x", &byte);
+      text[k] = (char)byte;
+    }
+    int32_t *ids;
+    int n;
+    assert_int_equal(rg_tokenize(t, text, len, true, true, &ids, &n), 0);
+    bool same = n == cJSON_GetArraySize(want);
+    for (int k = 0; k < n && same; k++) same = ids[k] == (int32_t)cJSON_GetArrayItem(want, k)->valuedouble;
+    if (!same && bad++ < 5) print_message("%s case %s: ids differ from transformers'\n", key, hex);
+    free(ids);
+    free(text);
+    n_cases++;
+  }
+  print_message("%s: exported tokenizer.json, %d cases, %d differ from transformers\n", key, n_cases, bad);
+  assert_true(n_cases >= 300);
+  assert_int_equal(bad, 0);
+  cJSON_Delete(root);
+  rg_tokenizer_free(t);
+  free(tj);
+  free(tc);
+  free(dir);
+  rg_model_free(m);
+}
+
+static void test_exported_tokenizers(void **state) {
+  (void)state;
+  check_exported_tokenizer("REFGEO_MODEL", "tokenizer/cases.json", "smollm");
+  check_exported_tokenizer("REFGEO_MODEL_QWEN", "tokenizer/qwen_cases.json", "qwen"); /* NFC normalizer */
+}
+
 /* ---------------------------------------------------------------- tiny HF */
 
 static void test_hf_source_round_trip(void **state) {
@@ -346,6 +411,7 @@ static void test_killed_export_leaves_nothing(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_smollm2_checkpoints),
+      cmocka_unit_test(test_exported_tokenizers),
       cmocka_unit_test(test_hf_source_round_trip),
       cmocka_unit_test(test_atomic_and_never_overwritten),
       cmocka_unit_test(test_killed_export_leaves_nothing),
