@@ -238,6 +238,7 @@ static int write_tokenizer(const rg_model *m, const char *dir) {
     /* The source's own files keep what refgeo's tokenizer does not model
      * (lstrip flags, model_max_length, ...). */
     rc = copy_source_file(m, dir, "tokenizer.json");
+    if (rc == 1) rc = rg_error_set("%s: no tokenizer.json to copy", m->path);
     char *path = rc == 0 ? rg_path_join(m->path, "tokenizer_config.json") : NULL;
     if (rc == 0) cfg = path && rg_path_exists(path) ? rg_json_read_file(path) : cJSON_CreateObject();
     if (rc == 0 && !cfg) rc = -1;
