@@ -326,9 +326,12 @@ static void test_embed_backward(void **state) {
   free(ids_i), free(ids), free(dy), free(dw);
 }
 
-static void test_cross_entropy(void **state) {
-  const cJSON *c = item(cases, "cross_entropy");
+/* A per-row loss operation (cross entropy, or the away loss when
+ * UNLIKELIHOOD) on case C: its losses and its added dlogits against the
+ * reference. */
+static void check_row_loss(const char *op, const cJSON *c, bool unlikelihood) {
   const int rows = geti(c, "rows"), vocab = geti(c, "vocab");
+  const float log_p_min = unlikelihood ? (float)item(c, "log_p_min")->valuedouble : 0.0f;
   int *t_i = iarr(c, "targets");
   int32_t *targets = malloc((size_t)rows * sizeof *targets);
   for (int i = 0; i < rows; i++) targets[i] = t_i[i];
@@ -338,14 +341,19 @@ static void test_cross_entropy(void **state) {
     rg_backend *be = new_backend(bi);
     rg_buf *lb = upload(be, logits, (size_t)rows * vocab), *lossb = rg_buf_new(be, (size_t)rows);
     rg_buf *dlb = grad_buf(be, (size_t)rows * vocab);
-    rg_op_cross_entropy(be, lossb, dlb, lb, targets, scale, rows, vocab);
-    expect("cross_entropy", "losses", BACKENDS[bi].name, err_vs(be, lossb, losses, (size_t)rows, 0));
-    expect("cross_entropy", "dlogits", BACKENDS[bi].name, err_vs(be, dlb, dl, (size_t)rows * vocab, PRE));
+    if (unlikelihood)
+      rg_op_unlikelihood(be, lossb, dlb, lb, targets, scale, rows, vocab, log_p_min);
+    else
+      rg_op_cross_entropy(be, lossb, dlb, lb, targets, scale, rows, vocab);
+    expect(op, "losses", BACKENDS[bi].name, err_vs(be, lossb, losses, (size_t)rows, 0));
+    expect(op, "dlogits", BACKENDS[bi].name, err_vs(be, dlb, dl, (size_t)rows * vocab, PRE));
     rg_buf_free(be, lb), rg_buf_free(be, lossb), rg_buf_free(be, dlb);
     rg_backend_free(be);
   }
   free(t_i), free(targets), free(logits), free(scale), free(losses), free(dl);
 }
+
+static void test_cross_entropy(void **state) { check_row_loss("cross_entropy", item(cases, "cross_entropy"), false); }
 
 /* The away loss's operation, against HarmBench's log_1_minus_p_loss per row
  * (grad/unlikelihood.json from tools/reference/make_r2d2_loss_fixtures.py):
@@ -353,24 +361,7 @@ static void test_cross_entropy(void **state) {
  * one with scale 0. */
 static void test_unlikelihood(void **state) {
   cJSON *c = t_read_json_fixture("grad/unlikelihood.json");
-  const int rows = geti(c, "rows"), vocab = geti(c, "vocab");
-  const float log_p_min = (float)item(c, "log_p_min")->valuedouble;
-  int *t_i = iarr(c, "targets");
-  int32_t *targets = malloc((size_t)rows * sizeof *targets);
-  for (int i = 0; i < rows; i++) targets[i] = t_i[i];
-  float *logits = farr(c, "logits", NULL), *scale = farr(c, "scale", NULL);
-  double *losses = darr(c, "losses", NULL), *dl = darr(c, "dlogits", NULL);
-  for (int bi = 0; bi < N_BACKENDS; bi++) {
-    rg_backend *be = new_backend(bi);
-    rg_buf *lb = upload(be, logits, (size_t)rows * vocab), *lossb = rg_buf_new(be, (size_t)rows);
-    rg_buf *dlb = grad_buf(be, (size_t)rows * vocab);
-    rg_op_unlikelihood(be, lossb, dlb, lb, targets, scale, rows, vocab, log_p_min);
-    expect("unlikelihood", "losses", BACKENDS[bi].name, err_vs(be, lossb, losses, (size_t)rows, 0));
-    expect("unlikelihood", "dlogits", BACKENDS[bi].name, err_vs(be, dlb, dl, (size_t)rows * vocab, PRE));
-    rg_buf_free(be, lb), rg_buf_free(be, lossb), rg_buf_free(be, dlb);
-    rg_backend_free(be);
-  }
-  free(t_i), free(targets), free(logits), free(scale), free(losses), free(dl);
+  check_row_loss("unlikelihood", c, true);
   cJSON_Delete(c);
 }
 

@@ -265,7 +265,6 @@ static void record_batch(rg_session *s, int n, const int *logit_rows, int n_logi
   t->n = n;
   t->n_logits = n_logits;
   t->whole = whole;
-  t->have_dlogits = false;
 }
 
 /* Validates a batch, assigns positions (each sequence continues from its
