@@ -79,3 +79,23 @@ int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_
 }
 
 long rg_optimizer_steps(const rg_optimizer *o) { return o->steps; }
+
+static size_t param_len(const rg_optimizer *o, int i) { return (size_t)rg_tensor_nelems(rg_weights_tensor(o->w, i)); }
+
+int rg_optimizer_get_moments(const rg_optimizer *o, int i, float *m, float *v) {
+  rg_backend *be = rg_weights_backend(o->w);
+  const size_t n = param_len(o, i);
+  return rg_buf_download(be, o->m[i], 0, m, n) < 0 || rg_buf_download(be, o->v[i], 0, v, n) < 0
+             ? rg_error_prefix("optimizer: moments of %s", rg_weights_tensor(o->w, i)->name)
+             : 0;
+}
+
+int rg_optimizer_set_moments(rg_optimizer *o, int i, const float *m, const float *v) {
+  rg_backend *be = rg_weights_backend(o->w);
+  const size_t n = param_len(o, i);
+  rg_buf_upload(be, o->m[i], 0, m, n);
+  rg_buf_upload(be, o->v[i], 0, v, n);
+  return rg_backend_status(be) < 0 ? rg_error_prefix("optimizer: moments of %s", rg_weights_tensor(o->w, i)->name) : 0;
+}
+
+void rg_optimizer_set_steps(rg_optimizer *o, long steps) { o->steps = steps; }

@@ -34,4 +34,11 @@ int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_
 /* Optimizer steps taken so far. */
 long rg_optimizer_steps(const rg_optimizer *o);
 
+/* What resuming a run needs: parameter i's moments as float32 (m and v,
+ * nelems floats each), and setting them and the step count back. Returns 0,
+ * or -1 with the error set (a backend failure). */
+int rg_optimizer_get_moments(const rg_optimizer *o, int i, float *m, float *v);
+int rg_optimizer_set_moments(rg_optimizer *o, int i, const float *m, const float *v);
+void rg_optimizer_set_steps(rg_optimizer *o, long steps);
+
 #endif

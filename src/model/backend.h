@@ -116,6 +116,7 @@ typedef struct rg_backend_iface {
   size_t (*weight_bytes)(const rg_bweight *w);
   int (*weight_make_f32)(rg_backend *be, rg_bweight *w);
   int (*weight_download)(rg_backend *be, const rg_bweight *w, float *dst);
+  int (*weight_upload)(rg_backend *be, rg_bweight *w, const float *src);
   void (*matmul)(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias);
   void (*embed)(rg_backend *be, rg_buf *out, const rg_bweight *w, const rg_batch *b);
   void (*rmsnorm)(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bweight *w, int rows, int d, float eps);
@@ -228,6 +229,12 @@ static inline int rg_bweight_make_f32(rg_backend *be, rg_bweight *w) { return be
  * Returns 0 or -1 with the error set. */
 static inline int rg_bweight_download(rg_backend *be, const rg_bweight *w, float *dst) {
   return be->iface->weight_download(be, w, dst);
+}
+/* Sets a float32 weight (rg_bweight_make_f32) to src[rows * cols], in the
+ * tensor's element order (what resuming a run needs). Returns 0, or -1 with
+ * the error set (W not float32). */
+static inline int rg_bweight_upload(rg_backend *be, rg_bweight *w, const float *src) {
+  return be->iface->weight_upload(be, w, src);
 }
 
 /* ---------------------------------------------------------------- operations */

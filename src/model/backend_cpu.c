@@ -218,6 +218,12 @@ static int cpu_weight_download(rg_backend *be, const rg_bweight *w, float *dst) 
   return cpu_status(be);
 }
 
+static int cpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
+  if (!w->owned) return rg_error_set("%s: not a float32 weight of its own", w->t->name ? w->t->name : "(tensor)");
+  memcpy(w->owned, src, (size_t)w->rows * (size_t)w->cols * sizeof *src);
+  return cpu_status(be);
+}
+
 /* ---------------------------------------------------------------- matmul */
 
 /* Every thread of the OpenMP team multiplies its own contiguous slice of
@@ -433,6 +439,7 @@ static const rg_backend_iface CPU_IFACE = {
     .weight_bytes = cpu_weight_bytes,
     .weight_make_f32 = cpu_weight_make_f32,
     .weight_download = cpu_weight_download,
+    .weight_upload = cpu_weight_upload,
     .matmul = cpu_matmul,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,

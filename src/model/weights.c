@@ -203,3 +203,7 @@ int rg_weights_count(const rg_weights *w) { return w->n_params; }
 const rg_tensor *rg_weights_tensor(const rg_weights *w, int i) { return w->tensors[i]; }
 rg_bweight *rg_weights_param(rg_weights *w, int i) { return w->params[i]; }
 int rg_weights_download(const rg_weights *w, int i, float *out) { return rg_bweight_download(w->be, w->params[i], out); }
+int rg_weights_upload(rg_weights *w, int i, const float *in) {
+  if (!w->trainable) return rg_error_set("weights: %s is not trainable", w->tensors[i]->name);
+  return rg_bweight_upload(w->be, w->params[i], in);
+}

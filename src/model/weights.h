@@ -64,5 +64,8 @@ const rg_tensor *rg_weights_tensor(const rg_weights *w, int i);
 rg_bweight *rg_weights_param(rg_weights *w, int i);
 /* Parameter i's current values as float32 into out[nelems]. Returns 0 or -1. */
 int rg_weights_download(const rg_weights *w, int i, float *out);
+/* Sets parameter i of trainable weights to in[nelems] (a run resumed from
+ * its saved state). Returns 0, or -1 with the error set. */
+int rg_weights_upload(rg_weights *w, int i, const float *in);
 
 #endif
