@@ -38,19 +38,28 @@ static const char *end_of_turn(rg_chat_kind kind) {
   }
 }
 
-int rg_prompt_encode(const rg_model *m, const rg_prompt_opts *p, int32_t **ids, int *n, int32_t stop[2],
-                     int *n_stop) {
+int rg_prompt_stop_ids(const rg_model *m, const rg_chat_template *t, int32_t stop[2]) {
   int ns = 0;
   int32_t eos = rg_tokenizer_eos(m->tokenizer);
-  if (stop && eos >= 0) stop[ns++] = eos;
-  if (n_stop) *n_stop = ns;
-  if (!p->chat) return rg_tokenize(m->tokenizer, p->text, strlen(p->text), !p->plain_specials, true, ids, n);
+  if (eos >= 0) stop[ns++] = eos;
+  const char *eot = t ? end_of_turn(t->kind) : NULL;
+  int32_t id = eot ? rg_token_lookup(m->tokenizer, eot) : -1;
+  if (id >= 0 && id != eos) stop[ns++] = id;
+  return ns;
+}
+
+int rg_prompt_encode(const rg_model *m, const rg_prompt_opts *p, int32_t **ids, int *n, int32_t stop[2],
+                     int *n_stop) {
+  if (n_stop) *n_stop = 0;
+  if (!p->chat) {
+    int ns = stop ? rg_prompt_stop_ids(m, NULL, stop) : 0;
+    if (n_stop) *n_stop = ns;
+    return rg_tokenize(m->tokenizer, p->text, strlen(p->text), !p->plain_specials, true, ids, n);
+  }
   rg_chat_template t;
   if (rg_prompt_template(m, p->chat_template, &t) < 0) return -1;
   int rc = rg_prompt_encode_chat(m, &t, p->system, p->text, !p->plain_specials, ids, n);
-  const char *eot = end_of_turn(t.kind);
-  int32_t id = eot ? rg_token_lookup(m->tokenizer, eot) : -1;
-  if (rc == 0 && stop && id >= 0 && id != eos) stop[ns++] = id;
+  int ns = stop ? rg_prompt_stop_ids(m, &t, stop) : 0;
   if (n_stop) *n_stop = ns;
   rg_chat_template_free(&t);
   return rc;

@@ -48,6 +48,11 @@ int rg_prompt_encode_chat(const rg_model *m, const rg_chat_template *t, const ch
 int rg_prompt_encode(const rg_model *m, const rg_prompt_opts *p, int32_t **ids, int *n, int32_t stop[2],
                      int *n_stop);
 
+/* The ids that end a reply in a conversation rendered with T (NULL: plain
+ * text) into stop[0..2): the tokenizer's EOS and T's end-of-turn token when
+ * it differs (chatml's <|im_end|>, llama-3's <|eot_id|>). Returns the count. */
+int rg_prompt_stop_ids(const rg_model *m, const rg_chat_template *t, int32_t stop[2]);
+
 /* The template text before and after the user's instruction in a one-turn
  * prompt with the generation prompt, for callers that tokenize the pieces
  * apart (GCG: before | behavior | suffix | after | target). */
