@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "adv_ft/gcg.h"
+#include "adv_ft/test_case.h"
 #include "cli.h"
 #include "cli_data.h"
 #include "cli_prompt.h"
@@ -38,28 +39,6 @@
 #include "util/json.h"
 
 enum { INIT_SUFFIX_TOKENS = 20, MAX_CTX = 512 };
-
-typedef struct {
-  int32_t *ids;
-  int n;
-} idvec;
-
-/* Appends the tokens of TEXT to V. */
-static int append(const rg_model *m, idvec *v, const char *text, bool add_bos) {
-  int32_t *ids = NULL;
-  int n = 0;
-  if (rg_tokenize(m->tokenizer, text, strlen(text), true, add_bos, &ids, &n) < 0) return -1;
-  int32_t *grown = realloc(v->ids, (size_t)(v->n + n) * sizeof *grown);
-  if (!grown) {
-    free(ids);
-    return rg_error_set("out of memory");
-  }
-  memcpy(grown + v->n, ids, (size_t)n * sizeof *ids);
-  v->ids = grown;
-  v->n += n;
-  free(ids);
-  return 0;
-}
 
 static char *read_target(const cJSON *targets, const char *path, const char *id) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(targets, id);
@@ -76,7 +55,7 @@ typedef struct {
   rg_session *train, *inf;
   unsigned char *disallowed;
   char *before, *after;
-  bool add_bos;
+  rg_test_case_frame frame; /* before, after and whether BOS leads */
   rg_gcg_opts go;
   rg_csv_writer *log; /* NULL: no --log */
   cJSON *results;     /* NULL: no --json */
@@ -96,17 +75,15 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
   char init[2 * INIT_SUFFIX_TOKENS];
   for (int i = 0; i < INIT_SUFFIX_TOKENS; i++) memcpy(init + 2 * i, "! ", 2);
   init[2 * INIT_SUFFIX_TOKENS - 1] = '\0';
-  idvec v = {0};
-  rg_gcg_case c = {0};
-  int rc = append(j->m, &v, j->before, j->add_bos) || append(j->m, &v, behavior, false) ? -1 : 0;
-  c.suffix_start = v.n;
-  if (rc == 0) rc = append(j->m, &v, init, false);
-  c.n_suffix = v.n - c.suffix_start;
-  if (rc == 0) rc = append(j->m, &v, j->after, false);
-  const int before_target = v.n;
-  if (rc == 0) rc = append(j->m, &v, target, false);
-  c.n_target = v.n - before_target;
-  c.n = v.n;
+  int32_t *suffix = NULL;
+  int n_suffix = 0;
+  rg_test_case_seq v = {0};
+  int rc = rg_test_case_tokens(j->m, init, &suffix, &n_suffix) == 0 &&
+                   rg_test_case_build(j->m, &j->frame, behavior, suffix, n_suffix, target, false, &v) == 0
+               ? 0
+               : -1;
+  free(suffix);
+  const rg_gcg_case c = {.n = v.n, .suffix_start = v.suffix_start, .n_suffix = v.n_suffix, .n_target = v.n - v.target_start};
   if (rc == 0 && (c.n > j->max_ctx || c.n_target < 1))
     rc = rg_error_set("behavior %s: %d tokens with the target (at most %d, target >= 1)", b->id, c.n, j->max_ctx);
   float *losses = rc == 0 ? malloc(((size_t)j->go.steps + 1) * sizeof *losses) : NULL;
@@ -118,12 +95,12 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
                  rg_csv_writer_double(j->log, losses[k]) || rg_csv_writer_end_row(j->log)
              ? -1
              : 0;
-  char *suffix = rc == 0 ? rg_detokenize(j->m->tokenizer, v.ids + c.suffix_start, c.n_suffix, false) : NULL;
-  if (rc == 0 && !suffix) rc = -1;
+  char *suffix_text = rc == 0 ? rg_detokenize(j->m->tokenizer, v.ids + c.suffix_start, c.n_suffix, false) : NULL;
+  if (rc == 0 && !suffix_text) rc = -1;
   if (rc == 0) {
-    *test_case = malloc(strlen(behavior) + strlen(suffix) + 1);
+    *test_case = malloc(strlen(behavior) + strlen(suffix_text) + 1);
     if (*test_case)
-      sprintf(*test_case, "%s%s", behavior, suffix);
+      sprintf(*test_case, "%s%s", behavior, suffix_text);
     else
       rc = rg_error_set("out of memory");
     const double loss = n_steps ? losses[n_steps - 1] : 0.0;
@@ -136,7 +113,8 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, c
       cJSON_AddItemToArray(j->results, row);
     }
   }
-  free(suffix), free(losses), free(v.ids), free(behavior);
+  free(suffix_text), free(losses), free(behavior);
+  rg_test_case_seq_free(&v);
   return rc;
 }
 
@@ -206,7 +184,7 @@ int cmd_attack(int argc, char **argv) {
                rg_prompt_frame(&t, &j.before, &j.after) == 0
            ? 0
            : -1;
-  j.add_bos = rc == 0 && rg_prompt_wants_bos(&t);
+  j.frame = (rg_test_case_frame){.before = j.before, .after = j.after, .add_bos = rc == 0 && rg_prompt_wants_bos(&t)};
   if (rc == 0) j.max_ctx = j.m->cfg.max_ctx < MAX_CTX ? j.m->cfg.max_ctx : MAX_CTX;
   if (rc == 0) {
     /* The gradient session and the candidate session share one copy of

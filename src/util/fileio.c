@@ -1,5 +1,6 @@
 #include "util/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -204,4 +205,31 @@ char *rg_path_join(const char *dir, const char *name) {
   if (!p) return NULL;
   snprintf(p, n, "%s/%s", dir, name);
   return p;
+}
+
+int rg_remove_flat_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? 0 : rg_error_set("%s: %s", dir, strerror(errno));
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char *p = rg_path_join(dir, e->d_name);
+    if (!p || unlink(p) != 0) rc = rg_error_set("%s: cannot remove: %s", p ? p : dir, p ? strerror(errno) : "out of memory");
+    free(p);
+  }
+  closedir(d);
+  if (rc == 0 && rmdir(dir) != 0) rc = rg_error_set("%s: cannot remove: %s", dir, strerror(errno));
+  return rc;
+}
+
+int rg_sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0 || fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return rg_error_set("%s: cannot sync: %s", dir, strerror(err));
+  }
+  close(fd);
+  return 0;
 }

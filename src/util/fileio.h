@@ -55,6 +55,12 @@ int rg_is_dir(const char *path);
 int rg_path_exists(const char *path);
 /* mkdir -p. Returns 0 or -1 with the error set. */
 int rg_mkdir_p(const char *path);
+/* Removes DIR and the files in it (not subfolders); an absent DIR is no
+ * error. Returns 0 or -1 with the error set. */
+int rg_remove_flat_dir(const char *dir);
+/* fsync of a directory, so that the renames in it survive a power loss.
+ * Returns 0 or -1 with the error set. */
+int rg_sync_dir(const char *dir);
 /* Joins a directory and a name into a malloc'd path. */
 char *rg_path_join(const char *dir, const char *name);
 

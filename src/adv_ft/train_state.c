@@ -1,0 +1,158 @@
+#include "adv_ft/train_state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/fault.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+static char *state_path(const char *run_dir, long step, const char *suffix) {
+  char name[64];
+  snprintf(name, sizeof name, "state/step-%ld%s", step, suffix);
+  return rg_path_join(run_dir, name);
+}
+
+static size_t param_len(const rg_weights *w, int i) { return (size_t)rg_tensor_nelems(rg_weights_tensor(w, i)); }
+
+static size_t largest_param(const rg_weights *w) {
+  size_t most = 1;
+  for (int i = 0; i < rg_weights_count(w); i++)
+    if (param_len(w, i) > most) most = param_len(w, i);
+  return most;
+}
+
+/* Writes the parameters (MOMENTS false) or the moments into PATH. */
+static int write_floats(const char *path, const rg_weights *w, const rg_optimizer *o, bool moments) {
+  FILE *fp = fopen(path, "wb");
+  if (!fp) return rg_error_set("%s: %s", path, strerror(errno));
+  const size_t most = largest_param(w);
+  float *a = malloc(most * sizeof *a), *b = moments ? malloc(most * sizeof *b) : NULL;
+  int rc = a && (!moments || b) ? 0 : rg_error_set("%s: out of memory", path);
+  for (int i = 0; rc == 0 && i < rg_weights_count(w); i++) {
+    const size_t n = param_len(w, i);
+    rc = moments ? rg_optimizer_get_moments(o, i, a, b) : rg_weights_download(w, i, a);
+    if (rc == 0 && (fwrite(a, sizeof *a, n, fp) != n || (moments && fwrite(b, sizeof *b, n, fp) != n)))
+      rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  }
+  free(a), free(b);
+  if (fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  return rc;
+}
+
+static int write_meta(const char *path, const cJSON *meta) {
+  char *text = cJSON_Print(meta);
+  if (!text) return rg_error_set("%s: out of memory", path);
+  FILE *fp = fopen(path, "wb");
+  int rc = fp && fputs(text, fp) >= 0 ? 0 : rg_error_set("%s: %s", path, strerror(errno));
+  if (fp && fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  free(text);
+  return rc;
+}
+
+/* fsyncs the regular file PATH (a rename onto itself is a no-op). */
+static int sync_file(const char *path) { return rg_fsync_rename(path, path); }
+
+/* Removes every state/step-* folder other than KEEP. */
+static int remove_older(const char *run_dir, const char *keep_name) {
+  char *dir = rg_path_join(run_dir, "state");
+  DIR *d = dir ? opendir(dir) : NULL;
+  if (!d) {
+    free(dir);
+    return rg_error_set("%s/state: cannot list", run_dir);
+  }
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, "step-", 5) != 0 || strcmp(e->d_name, keep_name) == 0) continue;
+    char *p = rg_path_join(dir, e->d_name);
+    rc = p ? rg_remove_flat_dir(p) : rg_error_set("out of memory");
+    free(p);
+  }
+  closedir(d);
+  free(dir);
+  return rc;
+}
+
+int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, const rg_optimizer *o, const cJSON *meta) {
+  char *tmp = state_path(run_dir, step, ".tmp"), *final = state_path(run_dir, step, "");
+  char *params = tmp ? rg_path_join(tmp, "params.f32") : NULL, *moments = tmp ? rg_path_join(tmp, "moments.f32") : NULL;
+  char *meta_path = tmp ? rg_path_join(tmp, "meta.json") : NULL;
+  int rc = tmp && final && params && moments && meta_path ? 0 : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_remove_flat_dir(tmp);
+  if (rc == 0) rc = rg_mkdir_p(tmp);
+  if (rc == 0) rc = write_floats(params, w, o, false);
+  rg_fault_point("state-write"); /* tests: a kill between a state's files */
+  if (rc == 0) rc = write_floats(moments, w, o, true);
+  if (rc == 0) rc = write_meta(meta_path, meta);
+  if (rc == 0) rc = sync_file(params) || sync_file(moments) || sync_file(meta_path) || rg_sync_dir(tmp) ? -1 : 0;
+  /* a state of this step left by a killed run that had got past the
+   * rename is replaced: it holds the same step, recomputed */
+  if (rc == 0) rc = rg_remove_flat_dir(final);
+  if (rc == 0 && rename(tmp, final) != 0) rc = rg_error_set("%s: rename failed: %s", final, strerror(errno));
+  char *state_dir = rc == 0 ? rg_path_join(run_dir, "state") : NULL;
+  if (rc == 0) rc = state_dir ? rg_sync_dir(state_dir) : rg_error_set("out of memory");
+  rg_fault_point("state-rename"); /* tests: a kill with two complete states */
+  if (rc == 0) rc = remove_older(run_dir, strrchr(final, '/') + 1);
+  free(state_dir), free(tmp), free(final), free(params), free(moments), free(meta_path);
+  return rc < 0 ? rg_error_prefix("saving the training state") : 0;
+}
+
+long rg_train_state_latest(const char *run_dir) {
+  char *dir = rg_path_join(run_dir, "state");
+  DIR *d = dir ? opendir(dir) : NULL;
+  free(dir);
+  if (!d) return -1;
+  long best = -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    if (strncmp(e->d_name, "step-", 5) != 0) continue;
+    long s = strtol(e->d_name + 5, &end, 10);
+    if (end != e->d_name + 5 && *end == '\0' && s > best) best = s;
+  }
+  closedir(d);
+  return best;
+}
+
+/* Reads the parameters or moments from PATH into W or O. */
+static int read_floats(const char *path, rg_weights *w, rg_optimizer *o, bool moments) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return rg_error_set("%s: %s", path, strerror(errno));
+  size_t want = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) want += param_len(w, i) * (moments ? 2 : 1);
+  int rc = 0;
+  if (fseek(fp, 0, SEEK_END) != 0 || (size_t)ftell(fp) != want * sizeof(float))
+    rc = rg_error_set("%s: %ld bytes, but this run's %d parameters need %zu (a state of another model or mode?)", path,
+                      ftell(fp), rg_weights_count(w), want * sizeof(float));
+  rewind(fp);
+  const size_t most = largest_param(w);
+  float *a = rc == 0 ? malloc(most * sizeof *a) : NULL, *b = rc == 0 && moments ? malloc(most * sizeof *b) : NULL;
+  if (rc == 0 && (!a || (moments && !b))) rc = rg_error_set("%s: out of memory", path);
+  for (int i = 0; rc == 0 && i < rg_weights_count(w); i++) {
+    const size_t n = param_len(w, i);
+    if (fread(a, sizeof *a, n, fp) != n || (moments && fread(b, sizeof *b, n, fp) != n))
+      rc = rg_error_set("%s: short read", path);
+    if (rc == 0) rc = moments ? rg_optimizer_set_moments(o, i, a, b) : rg_weights_upload(w, i, a);
+  }
+  free(a), free(b);
+  fclose(fp);
+  return rc;
+}
+
+int rg_train_state_load(const char *run_dir, long step, rg_weights *w, rg_optimizer *o, cJSON **meta) {
+  char *dir = state_path(run_dir, step, "");
+  char *params = dir ? rg_path_join(dir, "params.f32") : NULL, *moments = dir ? rg_path_join(dir, "moments.f32") : NULL;
+  char *meta_path = dir ? rg_path_join(dir, "meta.json") : NULL;
+  int rc = dir && params && moments && meta_path ? 0 : rg_error_set("out of memory");
+  *meta = NULL;
+  if (rc == 0) rc = read_floats(params, w, o, false);
+  if (rc == 0) rc = read_floats(moments, w, o, true);
+  if (rc == 0 && !(*meta = rg_json_read_file(meta_path))) rc = -1;
+  free(dir), free(params), free(moments), free(meta_path);
+  return rc;
+}

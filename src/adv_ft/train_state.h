@@ -1,0 +1,40 @@
+/* train_state.h: what `refgeo train --resume` continues from.
+ *
+ * RUN_DIR/state/step-<S>/ holds, after S optimizer updates:
+ *   params.f32    every trainable parameter (rg_weights order: the full
+ *                 model, or the LoRA adapters) as little-endian float32,
+ *                 concatenated;
+ *   moments.f32   per parameter, AdamW's m then v, float32, concatenated;
+ *   meta.json     {"step": S, "optimizer_steps", "rng": "<u64 hex>",
+ *                  "utility_cursor", "pool": [...] (pool.h), "log": [[...]]
+ *                  (the train_log.csv rows so far)}.
+ * It is written as step-<S>.tmp/ (a stale one is removed first), fsync'd,
+ * and renamed to step-<S>/; only then are older step-* folders removed. So
+ * a kill at any moment leaves at least one complete state (or none before
+ * the first), and .tmp folders are never read.
+ *
+ * Ownership: the functions borrow what they are given; *meta from
+ * rg_train_state_load is the caller's.
+ */
+#ifndef RG_ADV_FT_TRAIN_STATE_H
+#define RG_ADV_FT_TRAIN_STATE_H
+
+#include <cjson/cJSON.h>
+
+#include "adv_ft/optimizer.h"
+#include "model/weights.h"
+
+/* Writes the state of step STEP (W's parameters, O's moments, META).
+ * Returns 0 or -1 with the error set. */
+int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, const rg_optimizer *o, const cJSON *meta);
+
+/* The step of the newest complete state in RUN_DIR, or -1 when there is
+ * none. */
+long rg_train_state_latest(const char *run_dir);
+
+/* Loads state STEP into W and O and *meta (a new tree). The files must have
+ * exactly the sizes W's parameters need. Returns 0 or -1 with the error set
+ * naming the file. */
+int rg_train_state_load(const char *run_dir, long step, rg_weights *w, rg_optimizer *o, cJSON **meta);
+
+#endif
