@@ -22,7 +22,7 @@
  *    (rg_bweight_make_f32) for training: everything that holds the
  *    rg_bweight pointer sees the new values.
  *  - In-place use (y == x) is allowed for the elementwise operations
- *    (rmsnorm, add, swiglu, ablate, add_scaled) and for rope.
+ *    (rmsnorm, add, scale, swiglu, ablate, add_scaled) and for rope.
  *  - Errors: operations do not return a status, because a device backend
  *    queues them and learns of a failure later (as CUDA reports a kernel's
  *    error at the next synchronization). A failing operation records the
@@ -118,6 +118,7 @@ typedef struct rg_backend_iface {
   int (*weight_download)(rg_backend *be, const rg_bweight *w, float *dst);
   int (*weight_upload)(rg_backend *be, rg_bweight *w, const float *src);
   void (*matmul)(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias);
+  void (*matmul_add)(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w);
   void (*embed)(rg_backend *be, rg_buf *out, const rg_bweight *w, const rg_batch *b);
   void (*rmsnorm)(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bweight *w, int rows, int d, float eps);
   void (*rope)(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim, const rg_buf *inv_freq,
@@ -128,6 +129,7 @@ typedef struct rg_backend_iface {
                     const rg_attn_desc *a);
   void (*swiglu)(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n);
   void (*add)(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n);
+  void (*scale)(rg_backend *be, rg_buf *x, size_t n, float c);
   void (*ablate)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit);
   void (*add_scaled)(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *v, float c);
   /* gradients */
@@ -244,6 +246,11 @@ static inline void rg_op_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int 
                                 const rg_bweight *bias) {
   be->iface->matmul(be, y, x, M, w, bias);
 }
+/* y[M, N] += x[M, K] . W^T: a second product added to an output (a LoRA
+ * adapter's, weights.h). */
+static inline void rg_op_matmul_add(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w) {
+  be->iface->matmul_add(be, y, x, M, w);
+}
 /* out[i, :] = row ids[i] of the embedding table W ([vocab rows of d]) for
  * the batch's tokens; ids must be in range (the caller validates them). */
 static inline void rg_op_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const rg_batch *b) {
@@ -285,6 +292,8 @@ static inline void rg_op_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate,
 static inline void rg_op_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n) {
   be->iface->add(be, y, a, b, n);
 }
+/* x *= c, n floats. */
+static inline void rg_op_scale(rg_backend *be, rg_buf *x, size_t n, float c) { be->iface->scale(be, x, n, c); }
 /* Directional ablation of every row: x[i] -= (x[i] . u) u, u = unit[d]. */
 static inline void rg_op_ablate(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit) {
   be->iface->ablate(be, x, rows, d, unit);

@@ -232,7 +232,9 @@ static int cpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
  * sgemm right after an OpenMP region loses 3x, because the idle OpenMP
  * workers keep spinning on the same cores (libgomp's default wait policy);
  * one thread team for everything avoids that. */
-static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias) {
+/* y = x . W^T + bias (beta 0) or y += x . W^T (beta 1, no bias). */
+static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
+                        float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
   cpu_backend *c = cpu(be);
@@ -247,7 +249,7 @@ static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
     if (w->f32) {
       if (n1 > n0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, n1 - n0, K, 1.0f, x->data, K, w->f32 + (size_t)n0 * K,
-                    K, 0.0f, y->data + n0, N);
+                    K, beta, y->data + n0, N);
     } else {
       /* Tiled: dequantize up to tile_rows rows of this slice into this
        * thread's scratch, multiply, next tile. */
@@ -256,7 +258,7 @@ static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
       for (int r0 = n0; r0 < n1; r0 += tile_rows) {
         const int nr = n1 - r0 < tile_rows ? n1 - r0 : tile_rows;
         for (int r = 0; r < nr; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), tile + (size_t)r * K, K);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, K, 1.0f, x->data, K, tile, K, 0.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, K, 1.0f, x->data, K, tile, K, beta,
                     y->data + r0, N);
       }
     }
@@ -264,6 +266,14 @@ static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
       for (int m = 0; m < M; m++)
         for (int n = n0; n < n1; n++) y->data[(size_t)m * N + n] += bias->f32[n];
   }
+}
+
+static void cpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias) {
+  matmul_into(be, y, x, M, w, bias, 0.0f);
+}
+
+static void cpu_matmul_add(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w) {
+  matmul_into(be, y, x, M, w, NULL, 1.0f);
 }
 
 static void cpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const rg_batch *b) {
@@ -340,6 +350,12 @@ static void cpu_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b,
   float *yd = y->data;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
   for (size_t i = 0; i < n; i++) yd[i] = ad[i] + bd[i];
+}
+
+static void cpu_scale(rg_backend *be, rg_buf *x, size_t n, float c) {
+  float *xd = x->data;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
+  for (size_t i = 0; i < n; i++) xd[i] *= c;
 }
 
 static void cpu_ablate(rg_backend *be, rg_buf *x, int rows, int d, const rg_buf *unit) {
@@ -441,6 +457,7 @@ static const rg_backend_iface CPU_IFACE = {
     .weight_download = cpu_weight_download,
     .weight_upload = cpu_weight_upload,
     .matmul = cpu_matmul,
+    .matmul_add = cpu_matmul_add,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
@@ -448,6 +465,7 @@ static const rg_backend_iface CPU_IFACE = {
     .attention = cpu_attention,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
+    .scale = cpu_scale,
     .ablate = cpu_ablate,
     .add_scaled = cpu_add_scaled,
     .buf_zero = cpu_buf_zero,
