@@ -20,6 +20,7 @@
 typedef struct {
   rg_buf *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
   rg_buf *ffn_norm, *w_gate, *w_up, *w_down;
+  rg_buf *lora_a[LORA_MODULES], *lora_b[LORA_MODULES];
 } layer_g;
 
 struct rg_grads {
@@ -65,6 +66,8 @@ int rg_session_train_alloc(rg_session *s) {
       !(t->dnormed = rg_buf_new(be, R * d)) || !(t->dlogits = rg_buf_new(be, R * V)) ||
       !(t->losses = rg_buf_new(be, R)))
     return rg_error_prefix("training buffers");
+  if (s->w->lora_rank > 0 && !(t->lora_du = rg_buf_new(be, T * (size_t)s->w->lora_rank)))
+    return rg_error_prefix("training buffers");
   return 0;
 }
 
@@ -79,7 +82,7 @@ void rg_session_train_free(rg_session *s) {
     }
   rg_buf *bufs[] = {t->x_final, t->h,     t->dx,       t->dxn,      t->dtmp,   t->dq,    t->dk,
                     t->dv,      t->datt,  t->dh,       t->dgate,    t->dup,    t->dk_cache, t->dv_cache,
-                    t->normed,  t->dlast, t->dnormed, t->dlogits, t->losses};
+                    t->normed,  t->dlast, t->dnormed, t->dlogits, t->losses, t->lora_du};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
   free(t->saved);
   free(t->logit_rows);
@@ -133,6 +136,10 @@ rg_grads *rg_grads_new(rg_session *s) {
     find_grad(g, W->w_gate, &G->w_gate);
     find_grad(g, W->w_up, &G->w_up);
     find_grad(g, W->w_down, &G->w_down);
+    for (int m = 0; m < LORA_MODULES; m++) {
+      find_grad(g, W->lora[m].a, &G->lora_a[m]);
+      find_grad(g, W->lora[m].b, &G->lora_b[m]);
+    }
   }
   find_grad(g, w->tok_embd, &g->tok_embd);
   find_grad(g, w->out_norm, &g->out_norm);
@@ -217,6 +224,15 @@ static const rg_buf *output_grad(rg_session *s, const rg_buf *dx, int n) {
   return s->tr.dtmp;
 }
 
+/* The adapter of module M of the current block (if any): DX += its share
+ * of the input gradient, and its A / B gradients, given the module's
+ * output gradient DY and input X. */
+static void lora_backward(rg_session *s, int l, const layer_g *G, int m, rg_buf *dx, const rg_buf *dy,
+                          const rg_buf *x) {
+  rg_lora_backward(s->w, &s->w->lw[l].lora[m], G->lora_a[m], G->lora_b[m], dx, dy, x, s->tr.n, s->a.lora_u,
+                   s->tr.lora_du);
+}
+
 static void backward_layer(rg_session *s, int l, layer_g *G) {
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->w->lw[l];
@@ -235,18 +251,22 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
   rg_op_swiglu(be, t->h, A->gate, A->up, nff);
   rg_buf_zero(be, t->dh, 0, nff);
   rg_op_matmul_backward(be, t->dh, G->w_down, NULL, dmlp, t->h, n, w->w_down);
+  lora_backward(s, l, G, LORA_DOWN, t->dh, dmlp, t->h);
   rg_buf_zero(be, t->dgate, 0, nff);
   rg_buf_zero(be, t->dup, 0, nff);
   rg_op_swiglu_backward(be, t->dgate, t->dup, t->dh, A->gate, A->up, nff);
   rg_buf_zero(be, t->dxn, 0, nd);
   rg_op_matmul_backward(be, t->dxn, G->w_gate, NULL, t->dgate, A->xn2, n, w->w_gate);
   rg_op_matmul_backward(be, t->dxn, G->w_up, NULL, t->dup, A->xn2, n, w->w_up);
+  lora_backward(s, l, G, LORA_GATE, t->dxn, t->dgate, A->xn2);
+  lora_backward(s, l, G, LORA_UP, t->dxn, t->dup, A->xn2);
   rg_op_rmsnorm_backward(be, t->dx, G->ffn_norm, t->dxn, A->x_mid, w->ffn_norm, n, d, c->rms_eps);
 
   /* attention; t->dx now holds the gradient of resid_mid */
   const rg_buf *dattn = output_grad(s, t->dx, n);
   rg_buf_zero(be, t->datt, 0, nq);
   rg_op_matmul_backward(be, t->datt, G->wo, NULL, dattn, A->att, n, w->wo);
+  lora_backward(s, l, G, LORA_O, t->datt, dattn, A->att);
   rg_buf_zero(be, t->dq, 0, nq);
   rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, s->k_cache[l], s->v_cache[l], &ad);
   rg_buf_zero(be, t->dk, 0, nkv);
@@ -258,6 +278,9 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
   rg_op_matmul_backward(be, t->dxn, G->wq, G->bq, t->dq, A->xn1, n, w->wq);
   rg_op_matmul_backward(be, t->dxn, G->wk, G->bk, t->dk, A->xn1, n, w->wk);
   rg_op_matmul_backward(be, t->dxn, G->wv, G->bv, t->dv, A->xn1, n, w->wv);
+  lora_backward(s, l, G, LORA_Q, t->dxn, t->dq, A->xn1);
+  lora_backward(s, l, G, LORA_K, t->dxn, t->dk, A->xn1);
+  lora_backward(s, l, G, LORA_V, t->dxn, t->dv, A->xn1);
   rg_op_rmsnorm_backward(be, t->dx, G->attn_norm, t->dxn, A->x_in, w->attn_norm, n, d, c->rms_eps);
 
   /* the interventions at resid_pre: ablation is its own transpose, the
@@ -292,7 +315,7 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   static layer_g no_grads; /* all NULL: input gradient only */
   for (int l = c->n_layers - 1; l >= 0; l--) backward_layer(s, l, g ? &g->lg[l] : &no_grads);
 
-  if (g) rg_op_embed_backward(be, g->tok_embd, t->dx, s->batch, d);
+  if (g && g->tok_embd) rg_op_embed_backward(be, g->tok_embd, t->dx, s->batch, d); /* frozen under LoRA */
   t->have_dlogits = false; /* one backward per loss */
   if (d_embed ? rg_buf_download(be, t->dx, 0, d_embed, (size_t)n * d) : rg_backend_status(be)) return rg_error_prefix("backward");
   return 0;

@@ -40,6 +40,7 @@ static int alloc_buffers(rg_session *s) {
       !(a->hooked = rg_buf_new(be, T * d)) || !(s->ablate_unit = rg_buf_new(be, d)) ||
       !(s->actadd_vec = rg_buf_new(be, d)) || !(s->batch = rg_batch_new(be, (int)T)))
     return -1;
+  if (s->w->lora_rank > 0 && !(a->lora_u = rg_buf_new(be, T * (size_t)s->w->lora_rank))) return -1;
   s->k_cache = calloc((size_t)c->n_layers, sizeof *s->k_cache);
   s->v_cache = calloc((size_t)c->n_layers, sizeof *s->v_cache);
   if (!s->k_cache || !s->v_cache) return rg_error_set("session: out of memory");
@@ -102,7 +103,7 @@ void rg_session_free(rg_session *s) {
   rg_session_train_free(s);
   rg_buf *bufs[] = {s->a.x,    s->a.xn,     s->a.q,      s->a.k,         s->a.v,         s->a.att,
                     s->a.tmp,  s->a.gate,   s->a.up,     s->a.last,      s->a.logits,    s->a.losses,
-                    s->a.hooked, s->ablate_unit, s->actadd_vec};
+                    s->a.hooked, s->a.lora_u, s->ablate_unit, s->actadd_vec};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
   rg_batch_free(be, s->batch);
   for (int l = 0; l < s->cfg.n_layers; l++) {
@@ -237,11 +238,15 @@ static int run_layer(rg_session *s, int l, int n) {
   rg_op_matmul(be, A.q, A.xn1, n, w->wq, w->bq);
   rg_op_matmul(be, a->k, A.xn1, n, w->wk, w->bk);
   rg_op_matmul(be, a->v, A.xn1, n, w->wv, w->bv);
+  rg_lora_forward(s->w, &w->lora[LORA_Q], A.q, A.xn1, n, a->lora_u);
+  rg_lora_forward(s->w, &w->lora[LORA_K], a->k, A.xn1, n, a->lora_u);
+  rg_lora_forward(s->w, &w->lora[LORA_V], a->v, A.xn1, n, a->lora_u);
   rg_op_rope(be, A.q, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_op_rope(be, a->k, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
   rg_op_attention(be, A.att, A.q, s->k_cache[l], s->v_cache[l], &ad);
   rg_op_matmul(be, a->tmp, A.att, n, w->wo, NULL);
+  rg_lora_forward(s->w, &w->lora[LORA_O], a->tmp, A.att, n, a->lora_u);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
   if (hook(s, RG_HOOK_ATTN_OUT, l, a->tmp) < 0) return -1;
   rg_op_add(be, A.x_mid, A.x_in, a->tmp, (size_t)n * d);
@@ -250,8 +255,11 @@ static int run_layer(rg_session *s, int l, int n) {
   rg_op_rmsnorm(be, A.xn2, A.x_mid, w->ffn_norm, n, d, c->rms_eps);
   rg_op_matmul(be, A.gate, A.xn2, n, w->w_gate, NULL);
   rg_op_matmul(be, A.up, A.xn2, n, w->w_up, NULL);
+  rg_lora_forward(s->w, &w->lora[LORA_GATE], A.gate, A.xn2, n, a->lora_u);
+  rg_lora_forward(s->w, &w->lora[LORA_UP], A.up, A.xn2, n, a->lora_u);
   rg_op_swiglu(be, h, A.gate, A.up, (size_t)n * c->d_ff);
   rg_op_matmul(be, a->tmp, h, n, w->w_down, NULL);
+  rg_lora_forward(s->w, &w->lora[LORA_DOWN], a->tmp, h, n, a->lora_u);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
   if (hook(s, RG_HOOK_MLP_OUT, l, a->tmp) < 0) return -1;
   rg_op_add(be, x_out, A.x_mid, a->tmp, (size_t)n * d);
@@ -272,6 +280,8 @@ static void record_batch(rg_session *s, int n, const int *logit_rows, int n_logi
  * logits of logit_rows in s->a.logits. Nothing is appended on error. */
 static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits) {
   const rg_config *c = &s->cfg;
+  if (s->w->lora_rank > 0 && !s->a.lora_u)
+    return rg_error_set("eval: the weights got LoRA adapters after this session was made; make a new session");
   if (n < 1 || n > s->max_tokens) return rg_error_set("eval: %d tokens, expected 1..%d", n, s->max_tokens);
   if (n_logits < 0 || n_logits > s->max_logits)
     return rg_error_set("eval: %d logit rows, expected 0..%d", n_logits, s->max_logits);

@@ -125,7 +125,7 @@ typedef struct {
   const rg_weights *w;
   const rg_config *cfg;
   rg_hf_dtype dtype;
-  int cached;   /* parameter whose values are in vals, -1 none */
+  int cached;   /* tensor whose values are in vals, -1 none */
   float *vals;  /* its float32 values, in the HF layout */
   float *row;   /* one head's rows, for un-permuting */
 } tensor_source;
@@ -158,11 +158,12 @@ static void unpermute_rows(float *v, int n_heads, int head_dim, int64_t cols, fl
   }
 }
 
-/* Parameter I's values, downloaded once (the safetensors writer asks for a
- * tensor's bytes in consecutive chunks). */
+/* Model tensor I's values (merged with its LoRA adapter, if any),
+ * downloaded once (the safetensors writer asks for a tensor's bytes in
+ * consecutive chunks). */
 static int load_param(tensor_source *s, int i) {
   if (s->cached == i) return 0;
-  const rg_tensor *t = rg_weights_tensor(s->w, i);
+  const rg_tensor *t = rg_weights_export_tensor(s->w, i);
   free(s->vals);
   free(s->row);
   s->row = NULL;
@@ -170,7 +171,7 @@ static int load_param(tensor_source *s, int i) {
   const int64_t n = rg_tensor_nelems(t);
   s->vals = malloc((size_t)n * sizeof *s->vals);
   if (!s->vals) return rg_error_set("%s: out of memory", t->name);
-  if (rg_weights_download(s->w, i, s->vals) != 0) return -1;
+  if (rg_weights_export_download(s->w, i, s->vals) != 0) return -1;
   const int heads = s->cfg->rope_adjacent_pairs ? rope_heads(s->cfg, t->name) : 0;
   if (heads > 0) {
     const int64_t cols = t->n_dims == 1 ? 1 : t->ne[0];
@@ -199,11 +200,11 @@ static int fill_tensor(void *ctx, int i, size_t offset, void *buf, size_t len) {
 }
 
 static int write_tensors(const rg_weights *w, const char *dir, rg_hf_dtype dtype) {
-  const int n = rg_weights_count(w);
+  const int n = rg_weights_export_count(w);
   rg_tensor *t = calloc((size_t)n, sizeof *t);
   if (!t) return rg_error_set("%s: out of memory", dir);
   for (int i = 0; i < n; i++) {
-    const rg_tensor *p = rg_weights_tensor(w, i);
+    const rg_tensor *p = rg_weights_export_tensor(w, i);
     t[i] = (rg_tensor){.name = p->name, .type = dtype == RG_HF_F32 ? RG_F32 : RG_BF16, .n_dims = p->n_dims};
     memcpy(t[i].ne, p->ne, sizeof t[i].ne);
   }

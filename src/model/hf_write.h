@@ -5,8 +5,9 @@
  *   config.json             from the model's rg_config (llama, mistral,
  *                           qwen2 fields transformers reads; torch_dtype,
  *                           bos/eos ids of the tokenizer)
- *   model.safetensors       every parameter of rg_weights (their current
- *                           values, rg_weights_download) under its HF name,
+ *   model.safetensors       every tensor of the model (its current values,
+ *                           rg_weights_export_download: with LoRA
+ *                           adapters, W + (alpha / r) B A) under its HF name,
  *                           bf16 (round to nearest even) or f32; a tied head
  *                           is not written (tie_word_embeddings says so)
  *   tokenizer.json          an HF source's own file, copied; a GGUF source's
@@ -25,7 +26,7 @@
  * ever written over.
  *
  * Ownership: the writers only read the weights and their model; they may be
- * called between optimizer updates. Memory: one parameter as float32 at a
+ * called between optimizer updates. Memory: one tensor as float32 at a
  * time (plus the output dtype's chunk).
  */
 #ifndef RG_HF_WRITE_H
@@ -42,7 +43,7 @@ typedef struct {
   rg_hf_dtype dtype; /* of model.safetensors; bf16 by default */
 } rg_hf_write_opts;
 
-/* Writes W's model with W's current parameters as the HF directory DIR.
+/* Writes W's model with W's current weights as the HF directory DIR.
  * OPTS may be NULL (bf16). Returns 0, or -1 with the error set (DIR exists,
  * a SentencePiece GGUF tokenizer, a config transformers cannot express). */
 int rg_hf_write_model(const rg_weights *w, const char *dir, const rg_hf_write_opts *opts);

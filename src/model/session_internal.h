@@ -11,6 +11,7 @@ typedef struct {
   rg_buf *last, *logits;                               /* [max_logit_rows, d / vocab] */
   rg_buf *losses;                                      /* [max_logit_rows] */
   rg_buf *hooked;                                      /* [max_batch_tokens, d] rows for hooks */
+  rg_buf *lora_u; /* [max_batch_tokens, rank] an adapter's (alpha/r) x A^T (NULL without adapters) */
 } act_bufs;
 
 /* Where one block reads and writes its activations. In an inference session
@@ -35,6 +36,7 @@ typedef struct {
   rg_buf *h;          /* [T, d_ff] silu(gate) * up, recomputed where needed */
   rg_buf *dx, *dxn, *dtmp, *dq, *dk, *dv, *datt, *dh, *dgate, *dup; /* [T, width] */
   rg_buf *dk_cache, *dv_cache;              /* one layer's cache shape */
+  rg_buf *lora_du;                          /* [T, rank] an adapter's dy B (NULL without adapters) */
   rg_buf *normed, *dlast, *dnormed;         /* [R, d] */
   rg_buf *dlogits, *losses;                 /* [R, vocab], [R] */
   /* the last eval (its token metadata stays in the session's rg_batch),

@@ -58,15 +58,15 @@ static rg_weight_form choose_form(const rg_model *m, rg_weight_mode mode) {
   return (double)matrix_f32_bytes(m) < 0.25 * ram ? RG_FORM_F32 : RG_FORM_FILE;
 }
 
-/* Prepares T after checking its shape and lists it as a parameter; NULL
+/* Prepares T after checking its shape and lists it as a model tensor; NULL
  * (error set) on failure. */
 static rg_bweight *prep(rg_weights *w, rg_weight_form form, const rg_tensor *t, const char *what, int layer,
                         int64_t cols, int64_t rows) {
   if (check_shape(t, what, layer, cols, rows) < 0) return NULL;
   rg_bweight *bw = rg_backend_weight(w->be, t, form);
   if (bw) {
-    w->tensors[w->n_params] = t;
-    w->params[w->n_params++] = bw;
+    w->model_tensors[w->n_model] = t;
+    w->model_params[w->n_model++] = bw;
   }
   return bw;
 }
@@ -76,9 +76,9 @@ static int prepare(rg_weights *w, rg_weight_form form) {
   const int64_t d = c->d_model, qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
   const int max_params = 12 * c->n_layers + 3;
   w->lw = calloc((size_t)c->n_layers, sizeof *w->lw);
-  w->tensors = calloc((size_t)max_params, sizeof *w->tensors);
-  w->params = calloc((size_t)max_params, sizeof *w->params);
-  if (!w->lw || !w->tensors || !w->params) return rg_error_set("weights: out of memory");
+  w->model_tensors = calloc((size_t)max_params, sizeof *w->model_tensors);
+  w->model_params = calloc((size_t)max_params, sizeof *w->model_params);
+  if (!w->lw || !w->model_tensors || !w->model_params) return rg_error_set("weights: out of memory");
   for (int l = 0; l < c->n_layers; l++) {
     const rg_layer_weights *L = &w->m->layers[l];
     layer_w *lw = &w->lw[l];
@@ -103,6 +103,10 @@ static int prepare(rg_weights *w, rg_weight_form form) {
     w->lm_head = w->tok_embd;
   else if (!(w->lm_head = prep(w, form, w->m->lm_head, "lm_head", -1, d, c->vocab_size)))
     return -1;
+  /* without adapters the model's tensors are the parameters */
+  w->n_params = w->n_model;
+  w->tensors = w->model_tensors;
+  w->params = w->model_params;
   return 0;
 }
 
@@ -173,12 +177,13 @@ rg_weights *rg_weights_open(const rg_model *m, const rg_backend_opts *bo, rg_wei
 
 void rg_weights_free(rg_weights *w) {
   if (!w) return;
-  for (int i = 0; i < w->n_params; i++) rg_bweight_free(w->be, w->params[i]);
+  rg_lora_free(w);
+  for (int i = 0; i < w->n_model; i++) rg_bweight_free(w->be, w->model_params[i]);
   rg_buf_free(w->be, w->inv_freq);
   if (w->owns_backend) rg_backend_free(w->be);
   free(w->lw);
-  free(w->tensors);
-  free(w->params);
+  free(w->model_tensors);
+  free(w->model_params);
   free(w);
 }
 
@@ -187,7 +192,9 @@ rg_backend *rg_weights_backend(const rg_weights *w) { return w->be; }
 
 size_t rg_weights_bytes(const rg_weights *w) {
   size_t total = 0;
-  for (int i = 0; i < w->n_params; i++) total += rg_bweight_bytes(w->be, w->params[i]);
+  for (int i = 0; i < w->n_model; i++) total += rg_bweight_bytes(w->be, w->model_params[i]);
+  if (w->lora_rank > 0) /* the adapters */
+    for (int i = 0; i < w->n_params; i++) total += rg_bweight_bytes(w->be, w->params[i]);
   return total;
 }
 
@@ -206,4 +213,11 @@ int rg_weights_download(const rg_weights *w, int i, float *out) { return rg_bwei
 int rg_weights_upload(rg_weights *w, int i, const float *in) {
   if (!w->trainable) return rg_error_set("weights: %s is not trainable", w->tensors[i]->name);
   return rg_bweight_upload(w->be, w->params[i], in);
+}
+
+int rg_weights_export_count(const rg_weights *w) { return w->n_model; }
+const rg_tensor *rg_weights_export_tensor(const rg_weights *w, int i) { return w->model_tensors[i]; }
+int rg_weights_export_download(const rg_weights *w, int i, float *out) {
+  if (rg_bweight_download(w->be, w->model_params[i], out) < 0) return -1;
+  return rg_lora_merge(w, w->model_params[i], out);
 }
