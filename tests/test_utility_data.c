@@ -107,6 +107,14 @@ static void test_jsonl_max_len(void **state) {
   assert_int_equal(kept, 3);
   assert_int_equal(rg_utility_count(u), 3);
   assert_int_equal(rg_utility_skipped(u), 2);
+  for (int i = 0; i < rg_utility_count(u); i++) /* at least one supervised row each */
+    assert_true(rg_utility_get(u, i)->label_from < rg_utility_get(u, i)->n - 1);
+  rg_utility_free(u);
+  /* at the boundary: a prompt of exactly max_len = 37 tokens leaves no reply token */
+  u = jsonl_or_fail(path, 37, RG_UTILITY_LABELS_ASSISTANT);
+  assert_int_equal(rg_utility_count(u), 1);
+  assert_int_equal(rg_utility_skipped(u), 4);
+  assert_int_equal(rg_utility_get(u, 0)->label_from + 1, 26);
   rg_utility_free(u);
   assert_null(rg_utility_from_jsonl(M, &T, path, 20, RG_UTILITY_LABELS_ALL));
   assert_non_null(strstr(rg_error_get(), "reach max_len 20"));
