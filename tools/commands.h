@@ -26,5 +26,6 @@ int cmd_repro(int argc, char **argv); /* exit 0 reproduced, 1 not reproduced, 2 
 int cmd_asr(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

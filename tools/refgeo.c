@@ -18,6 +18,7 @@ static const rg_command COMMANDS[] = {
     {"repro", cmd_repro, "test whether a measured ASR curve reproduces a published one"},
     {"asr", cmd_asr, "HarmBench attack success rate of a model or checkpoint series"},
     {"attack", cmd_attack, "HarmBench GCG test cases for behaviors on a model"},
+    {"train", cmd_train, "R2D2 adversarial fine-tuning: a checkpoint series from an INI config"},
     {"classify", cmd_classify, "label existing completions (JSON or a CSV column) with a refusal classifier"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);

@@ -1,9 +1,7 @@
 /* hf_write.c: rg_weights -> Hugging Face model directory (hf_write.h). */
 #include "model/hf_write.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +14,7 @@
 #include "model/tokenizer.h"
 #include "model/tokenizer_export.h"
 #include "util/error.h"
+#include "util/fault.h"
 #include "util/fileio.h"
 #include "util/json.h"
 
@@ -273,35 +272,6 @@ static int write_generation_config(const rg_model *m, const char *dir) {
 
 /* ---------------------------------------------------------------- directory */
 
-/* Removes DIR and the files in it (a stale DIR.tmp holds only files). */
-static int remove_flat_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? 0 : rg_error_set("%s: %s", dir, strerror(errno));
-  int rc = 0;
-  struct dirent *e;
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char *p = rg_path_join(dir, e->d_name);
-    if (!p || unlink(p) != 0) rc = rg_error_set("%s: cannot remove: %s", p ? p : dir, p ? strerror(errno) : "out of memory");
-    free(p);
-  }
-  closedir(d);
-  if (rc == 0 && rmdir(dir) != 0) rc = rg_error_set("%s: cannot remove: %s", dir, strerror(errno));
-  return rc;
-}
-
-/* fsync of a directory, so that the renames in it survive a power loss. */
-static int sync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0 || fsync(fd) != 0) {
-    int err = errno;
-    if (fd >= 0) close(fd);
-    return rg_error_set("%s: cannot sync: %s", dir, strerror(err));
-  }
-  close(fd);
-  return 0;
-}
-
 static int write_contents(const rg_weights *w, const char *dir, rg_hf_dtype dtype) {
   const rg_model *m = rg_weights_model(w);
   if (m->rope_freqs)
@@ -314,6 +284,7 @@ static int write_contents(const rg_weights *w, const char *dir, rg_hf_dtype dtyp
   cJSON_Delete(cfg);
   if (rc == 0) rc = write_tokenizer(m, dir);
   if (rc == 0) rc = write_generation_config(m, dir);
+  rg_fault_point("checkpoint-write"); /* tests: a kill with half a checkpoint written */
   if (rc == 0) rc = write_tensors(w, dir, dtype);
   return rc;
 }
@@ -334,15 +305,15 @@ int rg_hf_write_model(const rg_weights *w, const char *dir, const rg_hf_write_op
   char *slash = strrchr(parent, '/');
   if (!slash) snprintf(parent, n + 2, ".");
   else slash[slash == parent ? 1 : 0] = '\0';
-  int rc = remove_flat_dir(tmp);
+  int rc = rg_remove_flat_dir(tmp);
   if (rc == 0 && mkdir(tmp, 0777) != 0) rc = rg_error_set("%s: cannot create: %s", tmp, strerror(errno));
   if (rc == 0) {
     rc = write_contents(w, tmp, dtype);
-    if (rc == 0) rc = sync_dir(tmp);
+    if (rc == 0) rc = rg_sync_dir(tmp);
     if (rc == 0 && rename(tmp, dir) != 0) rc = rg_error_set("%s: cannot rename to %s: %s", tmp, dir, strerror(errno));
     /* On failure DIR.tmp stays (its removal could replace the error being
      * reported); the next write of DIR removes it first. */
-    if (rc == 0) rc = sync_dir(parent);
+    if (rc == 0) rc = rg_sync_dir(parent);
   }
   free(tmp);
   free(parent);

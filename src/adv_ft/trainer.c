@@ -1,0 +1,578 @@
+#include "adv_ft/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "adv_ft/gcg.h"
+#include "adv_ft/optimizer.h"
+#include "adv_ft/pool.h"
+#include "adv_ft/r2d2_data.h"
+#include "adv_ft/r2d2_loss.h"
+#include "adv_ft/test_case.h"
+#include "adv_ft/train_state.h"
+#include "adv_ft/utility_data.h"
+#include "model/backward.h"
+#include "model/forward.h"
+#include "model/hf_write.h"
+#include "model/prompt_encode.h"
+#include "model/tokenizer.h"
+#include "util/csv_write.h"
+#include "util/error.h"
+#include "util/fault.h"
+#include "util/fileio.h"
+#include "util/json.h"
+#include "util/rng.h"
+
+/* train_log.csv's columns (docs/csv-formats.md). */
+static const char *const LOG_COLUMNS[] = {"step",        "lr",        "loss_total", "loss_utility",
+                                          "loss_away",   "loss_toward", "grad_norm", "gcg_target_loss_mean",
+                                          "pool_resets", "tokens_per_s", "seconds"};
+enum { N_LOG_COLUMNS = sizeof LOG_COLUMNS / sizeof LOG_COLUMNS[0] };
+
+typedef struct {
+  double v[N_LOG_COLUMNS];
+} log_row;
+
+struct rg_trainer {
+  rg_train_config cfg;
+  char *run_dir;
+  rg_model *m;
+  rg_chat_template tmpl;
+  char *before, *after;
+  rg_test_case_frame frame;
+  rg_weights *w;
+  rg_session *train; /* the batch's forward/backward, and GCG's token gradient */
+  rg_session *cand;  /* GCG's candidate losses */
+  rg_grads *g;
+  rg_optimizer *opt;
+  unsigned char *disallowed;
+  rg_r2d2_data *data;
+  rg_utility_set *utility;
+  rg_pool pool;
+  uint64_t rng;        /* every draw: pool, order, GCG sampling */
+  long step;           /* updates done */
+  long utility_cursor; /* utility examples used so far */
+  int *utility_order;  /* this epoch's order of the utility examples */
+  long utility_epoch;  /* the epoch utility_order belongs to; -1: none */
+  log_row *log;
+  long n_log, cap_log;
+  /* the batch, sized once for the largest micro-batch */
+  int32_t *ids, *targets;
+  int *seq, *rows;
+  rg_r2d2_kind *kinds;
+  int max_tokens;
+  float *gcg_losses;
+};
+
+/* ---------------------------------------------------------------- setup */
+
+static char **split_words(const char *s, int *n) {
+  *n = 0;
+  char *copy = strdup(s);
+  char **out = copy ? calloc(strlen(s) / 2 + 2, sizeof *out) : NULL;
+  if (!out) {
+    free(copy);
+    return NULL;
+  }
+  for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) out[(*n)++] = tok;
+  if (*n == 0) out[0] = copy; /* keeps the buffer reachable for free_words */
+  return out;
+}
+
+static void free_words(char **w) {
+  if (w) free(w[0]);
+  free(w);
+}
+
+static int load_data(rg_trainer *t) {
+  int nb = 0, nt = 0;
+  char **b = split_words(t->cfg.behaviors, &nb), **tg = split_words(t->cfg.targets, &nt);
+  int rc = b && tg ? 0 : rg_error_set("out of memory");
+  if (rc == 0 && (nb < 1 || nt < 1)) rc = rg_error_set("behaviors, targets: at least one file each");
+  if (rc == 0 && !(t->data = rg_r2d2_data_load((const char *const *)b, nb, (const char *const *)tg, nt))) rc = -1;
+  free_words(b);
+  free_words(tg);
+  return rc;
+}
+
+/* The sessions and the batch buffers, sized from the config's caps: what
+ * the memory plan (--plan) reports comes from these same sizes. */
+static int open_sessions(rg_trainer *t) {
+  const rg_train_config *c = &t->cfg;
+  const int n_seqs = 2 * c->cases_per_step + c->utility_per_step;
+  const long tokens = 2L * c->cases_per_step * c->max_case_tokens + (long)c->utility_per_step * c->max_utility_tokens;
+  if (tokens > 1 << 24) return rg_error_set("max_case_tokens, max_utility_tokens: %ld tokens per micro-batch", tokens);
+  const int max_ctx = c->max_case_tokens > c->max_utility_tokens ? c->max_case_tokens : c->max_utility_tokens;
+  t->max_tokens = (int)tokens;
+  rg_session_opts to = {.max_batch_tokens = (int)tokens, .max_logit_rows = (int)tokens, .train = true};
+  /* GCG's candidates: gcg_batch whole test cases per call, their target
+   * rows only (a target is at most half a test case) */
+  rg_session_opts co = {.max_batch_tokens = c->gcg_batch * c->max_case_tokens,
+                        .max_logit_rows = c->gcg_batch * (c->max_case_tokens / 2)};
+  if (!(t->train = rg_session_new(t->w, n_seqs, max_ctx, &to))) return -1;
+  if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch, c->max_case_tokens, &co))) return -1;
+  if (!(t->g = rg_grads_new(t->train))) return -1;
+  t->ids = malloc((size_t)tokens * sizeof *t->ids);
+  t->targets = malloc((size_t)tokens * sizeof *t->targets);
+  t->seq = malloc((size_t)tokens * sizeof *t->seq);
+  t->rows = malloc((size_t)tokens * sizeof *t->rows);
+  t->kinds = malloc((size_t)tokens * sizeof *t->kinds);
+  t->gcg_losses = malloc(((size_t)c->gcg_steps + 1) * sizeof *t->gcg_losses);
+  t->disallowed = malloc((size_t)t->m->cfg.vocab_size);
+  if (!t->ids || !t->targets || !t->seq || !t->rows || !t->kinds || !t->gcg_losses || !t->disallowed)
+    return rg_error_set("out of memory for a %ld-token batch", tokens);
+  rg_gcg_disallowed_tokens(t->m, t->disallowed);
+  return 0;
+}
+
+static int open_weights(rg_trainer *t) {
+  const rg_train_config *c = &t->cfg;
+  rg_backend_opts bo = {.threads = c->threads};
+  if (!(t->w = rg_weights_open(t->m, &bo, RG_WEIGHTS_AUTO))) return -1;
+  if (strcmp(c->mode, "lora") == 0) {
+    rg_lora_opts lo = {.rank = c->lora_rank, .alpha = (float)c->lora_alpha};
+    if (rg_lora_targets_parse(c->lora_targets, &lo.targets) < 0) return rg_error_prefix("lora_targets");
+    return rg_weights_add_lora(t->w, &lo, rg_mix64((uint64_t)c->seed ^ 0x4c6f5241ull));
+  }
+  return rg_weights_make_trainable(t->w);
+}
+
+static int open_optimizer(rg_trainer *t) {
+  rg_adamw_hparams h = {.beta1 = t->cfg.beta1, .beta2 = t->cfg.beta2, .eps = t->cfg.eps, .weight_decay = t->cfg.weight_decay};
+  return (t->opt = rg_optimizer_new(t->w, t->g, &h)) ? 0 : -1;
+}
+
+static int open_utility(rg_trainer *t) {
+  const rg_train_config *c = &t->cfg;
+  if (c->utility_per_step == 0) return 0;
+  const rg_utility_labels labels = strcmp(c->utility_labels, "all") == 0 ? RG_UTILITY_LABELS_ALL : RG_UTILITY_LABELS_ASSISTANT;
+  if (strcmp(c->utility, "harmless") == 0) {
+    char *cache = rg_path_join(t->run_dir, "utility.jsonl");
+    if (!cache) return rg_error_set("out of memory");
+    const rg_utility_completions_opts go = {.prompts_path = c->utility_prompts_file,
+                                            .max_prompts = c->utility_prompts,
+                                            .max_new_tokens = c->utility_max_new_tokens,
+                                            .cache_path = cache,
+                                            .max_len = c->max_utility_tokens,
+                                            .labels = labels};
+    t->utility = rg_utility_from_completions(t->w, &t->tmpl, &go, NULL);
+    free(cache);
+  } else {
+    t->utility = rg_utility_from_jsonl(t->m, &t->tmpl, c->utility, c->max_utility_tokens, labels);
+  }
+  if (!t->utility) return -1;
+  if (rg_utility_count(t->utility) < 1) return rg_error_set("%s: no utility examples", c->utility);
+  return 0;
+}
+
+static int write_config(const rg_trainer *t) {
+  char *path = rg_path_join(t->run_dir, "config.ini");
+  rg_atomic_file f;
+  int rc = path ? rg_atomic_open(&f, path) : rg_error_set("out of memory");
+  if (rc == 0) {
+    fprintf(f.fp, "# refgeo train: the resolved configuration of this run (every key)\n");
+    rc = rg_train_config_write(&t->cfg, f.fp);
+    if (rc == 0)
+      rc = rg_atomic_commit(&f);
+    else
+      rg_atomic_abort(&f);
+  }
+  free(path);
+  return rc;
+}
+
+/* A new run dir must not hold a run (its config.ini, written once the run
+ * has opened); a resumed one must hold this run. */
+static int check_run_dir(rg_trainer *t, bool resume) {
+  char *cfg_path = rg_path_join(t->run_dir, "config.ini");
+  char *cache = rg_path_join(t->run_dir, "utility.jsonl");
+  int rc = cfg_path && cache ? 0 : rg_error_set("out of memory");
+  if (rc == 0 && !resume) {
+    if (rg_path_exists(cfg_path))
+      rc = rg_error_set("%s: already holds a run (--resume continues it)", t->run_dir);
+    else if (rg_mkdir_p(t->run_dir) < 0)
+      rc = -1;
+    else if (rg_path_exists(cache) && remove(cache) != 0) /* left by a start that failed, maybe of another config */
+      rc = rg_error_set("%s: cannot remove: %s", cache, strerror(errno));
+  } else if (rc == 0) {
+    rg_train_config saved;
+    rc = rg_train_config_init(&saved, "");
+    if (rc == 0 && !rg_path_exists(cfg_path)) rc = rg_error_set("%s: no run to resume (no config.ini)", t->run_dir);
+    if (rc == 0) rc = rg_train_config_read(&saved, cfg_path);
+    if (rc == 0) rc = rg_train_config_check(&saved);
+    const char *diff = rc == 0 ? rg_train_config_diff(&saved, &t->cfg) : NULL;
+    if (diff) rc = rg_error_set("%s: key \"%s\" differs from this run's config.ini (resume the same config)", t->run_dir, diff);
+    rg_train_config_free(&saved);
+  }
+  free(cfg_path);
+  free(cache);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- state */
+
+static cJSON *meta_json(const rg_trainer *t) {
+  cJSON *o = cJSON_CreateObject(), *log = cJSON_CreateArray();
+  cJSON *pool = rg_pool_to_json(&t->pool);
+  char rng[24];
+  snprintf(rng, sizeof rng, "%016llx", (unsigned long long)t->rng);
+  if (!o || !log || !pool) {
+    cJSON_Delete(o), cJSON_Delete(log), cJSON_Delete(pool);
+    return NULL;
+  }
+  cJSON_AddNumberToObject(o, "step", (double)t->step);
+  cJSON_AddNumberToObject(o, "optimizer_steps", (double)rg_optimizer_steps(t->opt));
+  cJSON_AddStringToObject(o, "rng", rng);
+  cJSON_AddNumberToObject(o, "utility_cursor", (double)t->utility_cursor);
+  cJSON_AddItemToObject(o, "pool", pool);
+  for (long i = 0; i < t->n_log; i++) cJSON_AddItemToArray(log, cJSON_CreateDoubleArray(t->log[i].v, N_LOG_COLUMNS));
+  cJSON_AddItemToObject(o, "log", log);
+  return o;
+}
+
+static int push_log(rg_trainer *t, const log_row *r) {
+  if (t->n_log == t->cap_log) {
+    long cap = t->cap_log ? 2 * t->cap_log : 64;
+    log_row *grown = realloc(t->log, (size_t)cap * sizeof *grown);
+    if (!grown) return rg_error_set("out of memory");
+    t->log = grown;
+    t->cap_log = cap;
+  }
+  t->log[t->n_log++] = *r;
+  return 0;
+}
+
+static int restore_meta(rg_trainer *t, const cJSON *meta, const char *what) {
+  const cJSON *step = cJSON_GetObjectItemCaseSensitive(meta, "step");
+  const cJSON *opt_steps = cJSON_GetObjectItemCaseSensitive(meta, "optimizer_steps");
+  const cJSON *rng = cJSON_GetObjectItemCaseSensitive(meta, "rng");
+  const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(meta, "utility_cursor");
+  const cJSON *log = cJSON_GetObjectItemCaseSensitive(meta, "log");
+  char *end = NULL;
+  if (!cJSON_IsNumber(step) || !cJSON_IsNumber(opt_steps) || !cJSON_IsString(rng) || !cJSON_IsNumber(cursor) ||
+      !cJSON_IsArray(log))
+    return rg_error_set("%s: missing step, optimizer_steps, rng, utility_cursor or log", what);
+  errno = 0;
+  t->rng = strtoull(rng->valuestring, &end, 16);
+  if (errno || *end) return rg_error_set("%s: rng \"%s\" is not a hex number", what, rng->valuestring);
+  t->step = (long)step->valuedouble;
+  t->utility_cursor = (long)cursor->valuedouble;
+  rg_optimizer_set_steps(t->opt, (long)opt_steps->valuedouble);
+  if (rg_pool_from_json(&t->pool, t->m, t->data, cJSON_GetObjectItemCaseSensitive(meta, "pool"), what) < 0) return -1;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, log) {
+    log_row r = {0};
+    if (cJSON_GetArraySize(row) != N_LOG_COLUMNS) return rg_error_set("%s: a log row without %d values", what, N_LOG_COLUMNS);
+    for (int k = 0; k < N_LOG_COLUMNS; k++) {
+      const cJSON *v = cJSON_GetArrayItem(row, k);
+      r.v[k] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    }
+    if (push_log(t, &r) < 0) return -1;
+  }
+  return 0;
+}
+
+static int save_state(rg_trainer *t) {
+  cJSON *meta = meta_json(t);
+  if (!meta) return rg_error_set("out of memory");
+  const int rc = rg_train_state_save(t->run_dir, t->step, t->w, t->opt, meta);
+  cJSON_Delete(meta);
+  return rc;
+}
+
+static int write_log(const rg_trainer *t) {
+  char *path = rg_path_join(t->run_dir, "train_log.csv");
+  rg_csv_writer w;
+  int rc = path ? rg_csv_writer_open(&w, path, LOG_COLUMNS, N_LOG_COLUMNS) : rg_error_set("out of memory");
+  if (rc < 0) {
+    free(path);
+    return -1;
+  }
+  for (long i = 0; rc == 0 && i < t->n_log; i++) {
+    for (int k = 0; rc == 0 && k < N_LOG_COLUMNS; k++)
+      rc = k == 0 || k == 8 ? rg_csv_writer_int(&w, (long long)t->log[i].v[k]) : rg_csv_writer_double(&w, t->log[i].v[k]);
+    if (rc == 0) rc = rg_csv_writer_end_row(&w);
+  }
+  if (rc == 0)
+    rc = rg_csv_writer_close(&w);
+  else
+    rg_csv_writer_abort(&w);
+  free(path);
+  return rc;
+}
+
+static bool is_save_step(const rg_trainer *t, long step) {
+  for (int i = 0; i < t->cfg.n_save; i++)
+    if (t->cfg.save[i] == step) return true;
+  return false;
+}
+
+/* The checkpoint of the current step, unless it is there already (a run
+ * resumed from the state of a save step, killed after writing it). */
+static int write_checkpoint(rg_trainer *t) {
+  char name[48];
+  snprintf(name, sizeof name, "checkpoint-%ld", t->step);
+  char *dir = rg_path_join(t->run_dir, name);
+  if (!dir) return rg_error_set("out of memory");
+  const bool done = rg_is_dir(dir);
+  free(dir);
+  if (done) return 0;
+  const rg_hf_write_opts o = {.dtype = strcmp(t->cfg.checkpoint_dtype, "f32") == 0 ? RG_HF_F32 : RG_HF_BF16};
+  return rg_hf_write_checkpoint(t->w, t->run_dir, t->step, &o);
+}
+
+/* ---------------------------------------------------------------- open */
+
+rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resume) {
+  rg_trainer *t = calloc(1, sizeof *t);
+  if (!t || !(t->run_dir = strdup(run_dir))) {
+    free(t);
+    rg_error_set("out of memory");
+    return NULL;
+  }
+  t->cfg = *cfg;
+  memset(cfg, 0, sizeof *cfg);
+  t->utility_epoch = -1;
+  t->rng = rg_mix64((uint64_t)t->cfg.seed);
+  const char *tmpl_name = t->cfg.chat_template[0] ? t->cfg.chat_template : NULL;
+  int rc = check_run_dir(t, resume);
+  if (rc == 0 && !(t->m = rg_model_load(t->cfg.model))) rc = -1;
+  if (rc == 0) rc = rg_prompt_template(t->m, tmpl_name, &t->tmpl);
+  if (rc == 0) rc = rg_prompt_frame(&t->tmpl, &t->before, &t->after);
+  t->frame = (rg_test_case_frame){.before = t->before, .after = t->after, .add_bos = rc == 0 && rg_prompt_wants_bos(&t->tmpl)};
+  if (rc == 0) rc = load_data(t);
+  if (rc == 0) rc = open_weights(t);
+  /* the utility replies come from the base model, before any update */
+  if (rc == 0) rc = open_utility(t);
+  if (rc == 0) rc = open_sessions(t);
+  if (rc == 0) rc = open_optimizer(t);
+  const long latest = rc == 0 && resume ? rg_train_state_latest(t->run_dir) : -1;
+  if (rc == 0 && latest >= 0) {
+    cJSON *meta = NULL;
+    rc = rg_train_state_load(t->run_dir, latest, t->w, t->opt, &meta);
+    if (rc == 0) rc = restore_meta(t, meta, "state meta.json");
+    cJSON_Delete(meta);
+  } else if (rc == 0) {
+    /* a fresh run, or a resumed one killed before its first state */
+    rc = rg_pool_init(&t->pool, t->m, t->data, t->cfg.pool_size, &t->rng);
+  }
+  if (rc == 0 && !resume) rc = write_config(t);
+  if (rc < 0) {
+    rg_trainer_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+void rg_trainer_free(rg_trainer *t) {
+  if (!t) return;
+  rg_pool_free(&t->pool);
+  rg_optimizer_free(t->opt);
+  rg_grads_free(t->g);
+  rg_session_free(t->cand);
+  rg_session_free(t->train);
+  rg_utility_free(t->utility);
+  rg_weights_free(t->w);
+  rg_r2d2_data_free(t->data);
+  free(t->before), free(t->after);
+  rg_chat_template_free(&t->tmpl);
+  rg_model_free(t->m);
+  free(t->ids), free(t->targets), free(t->seq), free(t->rows), free(t->kinds), free(t->gcg_losses), free(t->disallowed);
+  free(t->utility_order);
+  free(t->log);
+  free(t->run_dir);
+  rg_train_config_free(&t->cfg);
+  free(t);
+}
+
+long rg_trainer_step(const rg_trainer *t) { return t->step; }
+
+/* ---------------------------------------------------------------- one update */
+
+/* The test case of pool entry E with TARGET (and EOS when toward). */
+static int case_seq(rg_trainer *t, const rg_pool_entry *e, bool toward, rg_test_case_seq *out) {
+  const rg_r2d2_behavior *b = &t->data->items[e->behavior];
+  const char *target = toward ? t->cfg.refusal_target : b->targets[e->target];
+  if (rg_test_case_build(t->m, &t->frame, b->behavior, e->suffix, e->n_suffix, target, toward, out) < 0) return -1;
+  if (out->n > t->cfg.max_case_tokens || out->target_start >= out->n) {
+    const int n = out->n;
+    rg_test_case_seq_free(out);
+    return rg_error_set("behavior %s: %d tokens with its %s target (max_case_tokens %d)", b->id, n,
+                        toward ? "toward" : "away", t->cfg.max_case_tokens);
+  }
+  return 0;
+}
+
+/* m GCG steps on entry E towards its away target, on the current weights. */
+static int refresh_case(rg_trainer *t, rg_pool_entry *e) {
+  rg_test_case_seq s;
+  if (case_seq(t, e, false, &s) < 0) return -1;
+  const rg_gcg_case layout = {.n = s.n, .suffix_start = s.suffix_start, .n_suffix = s.n_suffix, .n_target = s.n - s.target_start};
+  const rg_gcg_opts go = {.steps = t->cfg.gcg_steps, .search_width = t->cfg.search_width, .top_k = t->cfg.top_k,
+                          .seed = rg_splitmix64(&t->rng)};
+  int n_steps = 0;
+  int rc = rg_gcg_run(t->train, t->cand, t->disallowed, s.ids, &layout, &go, t->gcg_losses, &n_steps);
+  if (rc == 0) {
+    memcpy(e->suffix, s.ids + s.suffix_start, (size_t)e->n_suffix * sizeof *e->suffix);
+    if (n_steps > 0) e->loss = t->gcg_losses[n_steps - 1];
+  }
+  rg_test_case_seq_free(&s);
+  return rc < 0 ? rg_error_prefix("GCG on %s", t->data->items[e->behavior].id) : 0;
+}
+
+typedef struct {
+  int n_tokens, n_rows, n_seqs;
+} batch_fill;
+
+/* Appends one sequence with its supervised rows [label_from, n - 1). */
+static void add_example(rg_trainer *t, batch_fill *b, const int32_t *ids, int n, int label_from, rg_r2d2_kind kind) {
+  for (int i = 0; i < n; i++) {
+    t->ids[b->n_tokens + i] = ids[i];
+    t->seq[b->n_tokens + i] = b->n_seqs;
+  }
+  for (int r = label_from; r < n - 1; r++) {
+    t->rows[b->n_rows] = b->n_tokens + r;
+    t->targets[b->n_rows] = ids[r + 1];
+    t->kinds[b->n_rows] = kind;
+    b->n_rows++;
+  }
+  b->n_tokens += n;
+  b->n_seqs++;
+}
+
+/* The next utility example: the examples in a random order per epoch. */
+static const rg_utility_example *next_utility(rg_trainer *t) {
+  const int n = rg_utility_count(t->utility);
+  const long epoch = t->utility_cursor / n;
+  if (epoch != t->utility_epoch) {
+    if (!t->utility_order && !(t->utility_order = malloc((size_t)n * sizeof *t->utility_order))) return NULL;
+    uint64_t r = rg_mix64((uint64_t)t->cfg.seed ^ rg_mix64((uint64_t)epoch));
+    for (int i = 0; i < n; i++) t->utility_order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+      const int j = rg_pool_draw(&r, i + 1), tmp = t->utility_order[i];
+      t->utility_order[i] = t->utility_order[j];
+      t->utility_order[j] = tmp;
+    }
+    t->utility_epoch = epoch;
+  }
+  return rg_utility_get(t->utility, t->utility_order[t->utility_cursor++ % n]);
+}
+
+typedef struct {
+  double total, utility, away, toward, gcg_loss;
+  long gcg_cases, tokens;
+  int resets;
+} update_sums;
+
+static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
+  const rg_train_config *c = &t->cfg;
+  if (reset) {
+    const int k = rg_pool_reset(&t->pool, t->m, c->reset_fraction, &t->rng);
+    if (k < 0) return -1;
+    u->resets += k;
+  }
+  /* cases_per_step entries in a random order (a partial Fisher-Yates) */
+  int order[t->pool.n];
+  for (int i = 0; i < t->pool.n; i++) order[i] = i;
+  for (int i = 0; i < c->cases_per_step; i++) {
+    const int j = i + rg_pool_draw(&t->rng, t->pool.n - i), tmp = order[i];
+    order[i] = order[j];
+    order[j] = tmp;
+  }
+  for (int i = 0; c->gcg_steps > 0 && i < c->cases_per_step; i++) {
+    rg_pool_entry *e = &t->pool.items[order[i]];
+    if (refresh_case(t, e) < 0) return -1;
+    u->gcg_loss += e->loss;
+    u->gcg_cases++;
+  }
+  rg_fault_point("update"); /* tests: a kill inside an update, after its GCG */
+  batch_fill b = {0};
+  for (int i = 0; i < c->cases_per_step; i++) {
+    for (int toward = 0; toward <= 1; toward++) {
+      rg_test_case_seq s;
+      if (case_seq(t, &t->pool.items[order[i]], toward, &s) < 0) return -1;
+      add_example(t, &b, s.ids, s.n, s.target_start - 1, toward ? RG_R2D2_TOWARD : RG_R2D2_AWAY);
+      rg_test_case_seq_free(&s);
+    }
+  }
+  for (int i = 0; i < c->utility_per_step; i++) {
+    const rg_utility_example *x = next_utility(t);
+    if (!x) return rg_error_set("out of memory");
+    add_example(t, &b, x->ids, x->n, x->label_from, RG_R2D2_UTILITY);
+  }
+  /* accelerate divides each micro-batch's loss by the accumulation steps */
+  const float scale = 1.0f / (float)c->grad_accum;
+  const rg_r2d2_loss_opts lo = {.w_utility = (float)c->w_utility * scale,
+                                .w_away = (float)c->w_away * scale,
+                                .w_toward = (float)c->w_toward * scale,
+                                .away_log_p_min = (float)c->away_threshold};
+  rg_r2d2_losses L;
+  rg_session_reset(t->train);
+  if (rg_session_eval(t->train, t->ids, t->seq, b.n_tokens, t->rows, b.n_rows, NULL) < 0 ||
+      rg_r2d2_loss(t->train, &lo, t->kinds, t->targets, b.n_rows, &L) < 0 || rg_session_backward(t->train, t->g, NULL) < 0)
+    return rg_error_prefix("training batch of step %ld", t->step + 1);
+  u->utility += L.utility;
+  u->away += L.away;
+  u->toward += L.toward;
+  u->total += c->w_utility * L.utility + c->w_away * L.away + c->w_toward * L.toward;
+  u->tokens += b.n_tokens;
+  return 0;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double learning_rate(const rg_trainer *t) {
+  const rg_train_config *c = &t->cfg;
+  if (strcmp(c->schedule, "constant") == 0)
+    return t->step < c->warmup ? c->lr * (double)(t->step + 1) / (double)c->warmup : c->lr;
+  return rg_lr_cosine(c->lr, t->step, c->warmup, c->schedule_updates > 0 ? c->schedule_updates : c->updates);
+}
+
+static int one_update(rg_trainer *t, FILE *progress) {
+  const rg_train_config *c = &t->cfg;
+  const double t0 = now_seconds();
+  update_sums u = {0};
+  rg_grads_zero(t->g);
+  /* HarmBench resets at the top of micro-step reset_every * grad_accum - 1
+   * (ATU:872-878): the last micro-batch of every reset_every-th update */
+  const bool reset_update = c->reset_every > 0 && (t->step + 1) % c->reset_every == 0;
+  for (int k = 0; k < c->grad_accum; k++)
+    if (micro_batch(t, reset_update && k == c->grad_accum - 1, &u) < 0) return -1;
+  const double lr = learning_rate(t);
+  double norm = 0;
+  if (rg_optimizer_step(t->opt, lr, c->clip, &norm) < 0) return -1;
+  rg_fault_point("optimizer"); /* tests: a kill with the weights updated, nothing saved */
+  t->step++;
+  const double secs = now_seconds() - t0, a = (double)c->grad_accum;
+  const log_row r = {{(double)t->step, lr, u.total / a, u.utility / a, u.away / a, u.toward / a, norm,
+                      u.gcg_cases ? u.gcg_loss / (double)u.gcg_cases : NAN, u.resets, (double)u.tokens / secs, secs}};
+  if (push_log(t, &r) < 0) return -1;
+  if (progress)
+    fprintf(progress, "step %ld/%d  loss %.4f (utility %.4f away %.4f toward %.4f)  gcg %.3f  |g| %.3g  lr %.3g  %.1fs\n",
+            t->step, c->updates, r.v[2], r.v[3], r.v[4], r.v[5], r.v[7], norm, lr, secs);
+  return 0;
+}
+
+int rg_trainer_run(rg_trainer *t, FILE *progress) {
+  const rg_train_config *c = &t->cfg;
+  /* checkpoint-0, or the checkpoint of a save step whose state was written
+   * just before a kill */
+  if (is_save_step(t, t->step) && write_checkpoint(t) < 0) return -1;
+  while (t->step < c->updates) {
+    if (one_update(t, progress) < 0) return -1;
+    if (write_log(t) < 0) return -1;
+    /* state before checkpoint: a kill between them resumes at this step
+     * and writes the missing checkpoint (write_checkpoint skips a whole one) */
+    const bool save = is_save_step(t, t->step);
+    if ((save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) return -1;
+    if (save && write_checkpoint(t) < 0) return -1;
+  }
+  return 0;
+}

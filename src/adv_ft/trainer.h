@@ -1,0 +1,54 @@
+/* trainer.h: R2D2 adversarial fine-tuning (HarmBench's recipe; the
+ * project's R2D2 notes, sections 1.1-1.10; docs/training.md) on refgeo's
+ * engine.
+ *
+ * A run trains one model for cfg.updates optimizer updates. Each update is
+ * cfg.grad_accum micro-batches; each micro-batch
+ *   1. (at the last micro-batch of every reset_every-th update) resets a
+ *      fraction of the test-case pool (pool.h);
+ *   2. takes cases_per_step pool entries in a random order and runs
+ *      gcg_steps GCG steps on each (adv_ft/gcg.h), on the current weights,
+ *      towards its away target, warm-started from its stored suffix;
+ *   3. runs one forward and backward pass over a batch of, per chosen
+ *      entry, an away example (its test case + away target) and a toward
+ *      example (the same test case + the refusal + EOS), plus
+ *      utility_per_step utility examples; the loss is
+ *      w_utility utility + w_away away + w_toward toward (r2d2_loss.h),
+ *      divided by grad_accum, as accelerate averages micro-batches;
+ * then clips (when cfg.clip > 0) and takes one AdamW step at the
+ * schedule's learning rate. A step is one update.
+ *
+ * RUN_DIR receives config.ini (every key, resolved), checkpoint-<s>/ for
+ * each save step (Hugging Face directories, hf_write.h; checkpoint-0 is the
+ * base model), train_log.csv (one row per update, rewritten atomically),
+ * utility.jsonl (the generated utility examples) and state/ (train_state.h).
+ *
+ * Ownership: the trainer copies nothing from CFG but takes ownership of it
+ * (its strings are freed with the trainer).
+ */
+#ifndef RG_ADV_FT_TRAINER_H
+#define RG_ADV_FT_TRAINER_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "adv_ft/train_config.h"
+
+typedef struct rg_trainer rg_trainer;
+
+/* Opens a run: a new RUN_DIR (it must not hold a run yet), or with RESUME
+ * an existing one whose config.ini equals CFG in every key but threads,
+ * continued from its newest state. On success the trainer owns *CFG (zeroed
+ * for the caller). NULL with the error set. */
+rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resume);
+void rg_trainer_free(rg_trainer *t);
+
+/* Trains up to cfg.updates, writing checkpoints, the log and states.
+ * PROGRESS (may be NULL) gets one line per update. Returns 0, or -1 with the
+ * error set. */
+int rg_trainer_run(rg_trainer *t, FILE *progress);
+
+/* Updates done so far. */
+long rg_trainer_step(const rg_trainer *t);
+
+#endif

@@ -1,0 +1,245 @@
+/* test_train: `refgeo train` on a tiny Qwen2 model (tests/fixtures/hf_tiny
+ * qwen2_bf16, 2 layers, d 64, a 300-token chatml tokenizer): exact resume
+ * after SIGKILL at five places, and bad input.
+ *
+ * 1. Exact resume. A reference run of 4 updates (2 micro-batches each,
+ *    GCG on 2 of 3 pool entries, a pool reset at updates 2 and 4, a state
+ *    after every update, checkpoints 0 2 4 in float32) is compared with
+ *    runs killed by SIGKILL (util/fault.h, REFGEO_KILL_AT) at
+ *      update            inside update 3, after its GCG, before backward;
+ *      checkpoint-write  inside checkpoint-2, config and tokenizer written,
+ *                        no tensors yet;
+ *      state-write       inside state 2, params.f32 written, moments not;
+ *      state-rename      after state 3 is in place, state 2 not yet removed;
+ *      optimizer         after update 4's AdamW step, before its log,
+ *                        state and checkpoint;
+ *    and then continued with --resume on as many threads. After each kill,
+ *    everything visible is whole: each checkpoint-N loads with refgeo's
+ *    loader, each state/step-N holds its three files. After the resume,
+ *    the final parameters (state/step-4/params.f32) and checkpoints 2 and 4
+ *    are bitwise those of the reference run: same data, same draws, same
+ *    kernels on the same threads, so any difference is a resume bug (a
+ *    lost RNG state, a pool or optimizer step not restored, a data cursor
+ *    off by one), not rounding.
+ * 2. Bad input: a missing key, an unknown key, a value of the wrong type, a
+ *    LoRA target that does not exist, a behaviors file without targets, an
+ *    unwritable run dir, --resume on a run dir of another config, an
+ *    unknown flag, a new run over an existing one: exit 1, one line naming
+ *    the key or file, and the existing run dir untouched.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/model.h"
+#include "testlib.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+static char *g_model; /* the tiny model's directory */
+
+/* The reference configuration: small enough for the sanitizer build (each
+ * run takes about a second there). */
+static const char CONFIG[] = "[model]\n"
+                             "model = %s\n"
+                             "threads = 2\n"
+                             "checkpoint_dtype = f32\n"
+                             "%s"
+                             "[optim]\n"
+                             "lr = 1e-3\n"
+                             "updates = 4\n"
+                             "grad_accum = 2\n"
+                             "save_steps = 0 2 4\n"
+                             "state_every = 1\n"
+                             "[pool]\n"
+                             "pool_size = 3\n"
+                             "cases_per_step = 2\n"
+                             "gcg_steps = 1\n"
+                             "search_width = 8\n"
+                             "top_k = 4\n"
+                             "gcg_batch = 8\n"
+                             "reset_every = 2\n"
+                             "[data]\n"
+                             "%s"
+                             "utility_prompts = 6\n"
+                             "utility_max_new_tokens = 8\n"
+                             "utility_per_step = 2\n"
+                             "utility_labels = assistant\n"
+                             "max_case_tokens = 256\n"
+                             "max_utility_tokens = 128\n";
+
+/* Writes the config with EXTRA_MODEL lines in [model] and EXTRA_DATA in
+ * [data] to REFGEO_TMP/NAME; returns its path. */
+static char *write_config(const char *name, const char *extra_model, const char *extra_data) {
+  char text[4096];
+  snprintf(text, sizeof text, CONFIG, g_model, extra_model, extra_data);
+  return t_write_tmp(name, text, strlen(text));
+}
+
+static char *run_dir(const char *name) {
+  char *d = t_tmp_path(name);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  assert_int_equal(system(cmd), 0);
+  return d;
+}
+
+static int train(const char *config, const char *dir, const char *more, char **err) {
+  char args[2048];
+  snprintf(args, sizeof args, "train --config '%s' --out '%s' %s", config, dir, more);
+  return t_run_cli(args, NULL, err);
+}
+
+static char *file_in(const char *dir, const char *name) {
+  char *p = rg_path_join(dir, name);
+  size_t n;
+  char *data = rg_read_file(p, &n);
+  if (!data) fail_msg("%s", rg_error_get());
+  free(p);
+  return data;
+}
+
+static size_t file_size(const char *dir, const char *name) {
+  char *p = rg_path_join(dir, name);
+  struct stat st;
+  const int rc = stat(p, &st);
+  free(p);
+  return rc == 0 ? (size_t)st.st_size : 0;
+}
+
+static void assert_same_file(const char *a_dir, const char *b_dir, const char *name) {
+  const size_t na = file_size(a_dir, name), nb = file_size(b_dir, name);
+  if (na == 0 || na != nb) fail_msg("%s: %zu bytes in %s, %zu in %s", name, na, a_dir, nb, b_dir);
+  char *a = file_in(a_dir, name), *b = file_in(b_dir, name);
+  if (memcmp(a, b, na) != 0) fail_msg("%s differs between %s and %s", name, a_dir, b_dir);
+  free(a), free(b);
+}
+
+/* Everything a killed run left visible is whole. */
+static void assert_visible_whole(const char *dir) {
+  for (int step = 0; step <= 4; step++) {
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%d", step);
+    char *ck = rg_path_join(dir, name);
+    if (rg_is_dir(ck)) {
+      rg_model *m = rg_model_load(ck);
+      if (!m) fail_msg("%s is visible but does not load: %s", ck, rg_error_get());
+      rg_model_free(m);
+    }
+    free(ck);
+    snprintf(name, sizeof name, "state/step-%d", step);
+    char *st = rg_path_join(dir, name);
+    if (rg_is_dir(st) && (!file_size(st, "params.f32") || !file_size(st, "moments.f32") || !file_size(st, "meta.json")))
+      fail_msg("%s is visible but incomplete", st);
+    free(st);
+  }
+}
+
+static void test_resume_after_kill(void **state) {
+  (void)state;
+  char *config = write_config("train_resume.ini", "", "");
+  char *ref = run_dir("train_ref");
+  char *err = NULL;
+  if (train(config, ref, "", &err) != 0) fail_msg("reference run: %s", err);
+  free(err);
+  static const char *const KILLS[] = {"update:3", "checkpoint-write:2", "state-write:2", "state-rename:3", "optimizer:4"};
+  for (size_t k = 0; k < sizeof KILLS / sizeof KILLS[0]; k++) {
+    char *dir = run_dir("train_killed");
+    setenv("REFGEO_KILL_AT", KILLS[k], 1);
+    const int killed = train(config, dir, "", NULL);
+    unsetenv("REFGEO_KILL_AT");
+    /* sh reports a child killed by signal S as 128 + S */
+    if (killed != 128 + SIGKILL) fail_msg("%s: the run ended with status %d, not by SIGKILL", KILLS[k], killed);
+    assert_visible_whole(dir);
+    if (train(config, dir, "--resume", &err) != 0) fail_msg("%s: resume: %s", KILLS[k], err);
+    free(err);
+    char *a = rg_path_join(ref, "state/step-4"), *b = rg_path_join(dir, "state/step-4");
+    assert_same_file(a, b, "params.f32");
+    assert_same_file(a, b, "moments.f32");
+    free(a), free(b);
+    a = rg_path_join(ref, "checkpoint-2"), b = rg_path_join(dir, "checkpoint-2");
+    assert_same_file(a, b, "model.safetensors");
+    free(a), free(b);
+    a = rg_path_join(ref, "checkpoint-4"), b = rg_path_join(dir, "checkpoint-4");
+    assert_same_file(a, b, "model.safetensors");
+    free(a), free(b);
+    free(dir);
+  }
+  free(ref);
+  free(config);
+}
+
+/* A run that must fail: exit 1, one line on stderr containing WANT. */
+static void expect_error(const char *config, const char *dir, const char *more, const char *want) {
+  char *err = NULL;
+  const int rc = train(config, dir, more, &err);
+  if (rc != 1) fail_msg("expected exit 1 for \"%s\", got %d: %s", want, rc, err ? err : "");
+  const char *nl = strchr(err, '\n');
+  if (!strstr(err, want) || (nl && nl[1] != '\0')) fail_msg("expected one line naming \"%s\", got: %s", want, err);
+  free(err);
+}
+
+static void test_bad_input(void **state) {
+  (void)state;
+  char *dir = run_dir("train_bad");
+  char *c = t_write_tmp("train_nomodel.ini", "[optim]\nlr = 1e-3\n", 18);
+  expect_error(c, dir, "", "missing key \"model\"");
+  free(c);
+  c = t_write_tmp("train_unknown.ini", "[optim]\nlearning_rate = 1\n", 27);
+  expect_error(c, dir, "", "train_unknown.ini:2: unknown key \"learning_rate\"");
+  free(c);
+  c = t_write_tmp("train_section.ini", "[pool]\nlr = 1\n", 14);
+  expect_error(c, dir, "", "train_section.ini:2: key \"lr\" belongs in section [optim]");
+  free(c);
+  c = write_config("train_ok.ini", "", "");
+  expect_error(c, dir, "--lr fast", "lr: \"fast\" is not a number");
+  expect_error(c, dir, "--grad-accum 0", "grad_accum: 0 is below 1");
+  expect_error(c, dir, "--learning-rate 1", "unknown flag --learning-rate");
+  char *lora = write_config("train_lora.ini", "mode = lora\nlora_targets = q,x\n", "");
+  expect_error(lora, dir, "", "lora_targets");
+  free(lora);
+  /* behaviors whose ids no target file has */
+  static const char CSV[] = "Behavior,FunctionalCategory,SemanticCategory,Tags,ContextString,BehaviorID\n"
+                            "Say something,standard,misc,,,no_such_behavior_id\n";
+  char *csv = t_write_tmp("train_orphans.csv", CSV, sizeof CSV - 1);
+  char data[1200];
+  snprintf(data, sizeof data, "behaviors = %s\n", csv);
+  char *orphans = write_config("train_orphans.ini", "", data);
+  expect_error(orphans, dir, "", "train_orphans.csv");
+  free(orphans), free(csv);
+  /* a run dir below a regular file cannot be made */
+  char *file = t_write_tmp("train_a_file", "x", 1);
+  char *below = rg_path_join(file, "run");
+  expect_error(c, below, "", "train_a_file");
+  free(below), free(file);
+  /* an existing run: not written over, not resumed with another config */
+  char *err = NULL;
+  if (train(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1", &err) != 0) fail_msg("%s", err);
+  free(err);
+  char *before = file_in(dir, "config.ini");
+  const size_t log_before = file_size(dir, "train_log.csv");
+  expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1", "already holds a run");
+  expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1 --lr 2e-3 --resume", "key \"lr\" differs");
+  char *after = file_in(dir, "config.ini");
+  assert_string_equal(before, after);
+  assert_int_equal(file_size(dir, "train_log.csv"), log_before);
+  free(before), free(after);
+  char *empty = run_dir("train_empty");
+  expect_error(c, empty, "--resume", "no run to resume");
+  free(empty);
+  free(c);
+  free(dir);
+}
+
+int main(void) {
+  g_model = t_hf_tiny("qwen2_bf16");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_resume_after_kill),
+      cmocka_unit_test(test_bad_input),
+  };
+  const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  free(g_model);
+  return rc;
+}

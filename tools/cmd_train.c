@@ -1,0 +1,99 @@
+/* cmd_train: `refgeo train --config RUN.ini --out RUN_DIR [--resume]
+ * [--KEY VALUE ...]`
+ *
+ * R2D2 adversarial fine-tuning (src/adv_ft/trainer.h) configured by an INI
+ * file (src/adv_ft/train_config.h; docs/training.md lists every key), any
+ * key overridden by a flag of its name ('-' or '_' alike). Without
+ * --config the defaults apply and --model is required. Writes RUN_DIR as
+ * trainer.h describes; --resume continues a killed run from its newest
+ * state, refusing a RUN_DIR of another configuration. One progress line per
+ * update goes to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adv_ft/train_config.h"
+#include "adv_ft/trainer.h"
+#include "cli.h"
+#include "cli_data.h"
+#include "commands.h"
+#include "util/error.h"
+
+static const char USAGE[] = "--config RUN.ini --out RUN_DIR [--resume] [--KEY VALUE ...]";
+
+/* The flags in cli.c's usage format ("  --NAME KIND\tHELP"), every config
+ * key as --its-name. */
+static int usage(void) {
+  printf("usage: refgeo train %s\n", USAGE);
+  printf("  --config VALUE\tthe run's INI file\n  --out VALUE\tthe run directory\n");
+  printf("  --resume\tcontinue the run in --out from its newest state\n");
+  const char *section, *help, *kind, *name;
+  for (int i = 0; (name = rg_train_config_key(i, &section, &help, NULL, &kind)) != NULL; i++) {
+    printf("  --");
+    for (const char *c = name; *c; c++) putchar(*c == '_' ? '-' : *c);
+    printf(" %s\t[%s] %s\n", kind, section, help);
+  }
+  return 0;
+}
+
+/* Which of argv's "--NAME VALUE" pairs set config keys: those are applied
+ * after the file. */
+static bool is_flag(const char *a, const char *name) { return strncmp(a, "--", 2) == 0 && strcmp(a + 2, name) == 0; }
+
+int cmd_train(int argc, char **argv) {
+  const char *config_path = NULL, *out = NULL;
+  bool resume = false;
+  for (int i = 1; i < argc; i++) {
+    if (is_flag(argv[i], "help")) return usage();
+    if (is_flag(argv[i], "resume")) {
+      resume = true;
+    } else if (is_flag(argv[i], "config") || is_flag(argv[i], "out")) {
+      if (i + 1 >= argc) {
+        rg_error_set("%s: missing value", argv[i]);
+        return cli_fail();
+      }
+      *(is_flag(argv[i], "config") ? &config_path : &out) = argv[i + 1];
+      i++;
+    }
+  }
+  if (!out) {
+    rg_error_set("--out RUN_DIR is required (usage: refgeo train %s)", USAGE);
+    return cli_fail();
+  }
+  char *data_dir = cli_data_path("");
+  rg_train_config cfg;
+  int rc = data_dir && rg_train_config_init(&cfg, data_dir) == 0 ? 0 : -1;
+  free(data_dir);
+  if (rc < 0) return cli_fail();
+  if (config_path) rc = rg_train_config_read(&cfg, config_path);
+  /* the flags, over the file */
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    if (is_flag(argv[i], "resume")) continue;
+    if (is_flag(argv[i], "config") || is_flag(argv[i], "out")) {
+      i++;
+      continue;
+    }
+    if (strncmp(argv[i], "--", 2) != 0) {
+      rc = rg_error_set("unexpected argument \"%s\" (usage: refgeo train %s)", argv[i], USAGE);
+      break;
+    }
+    if (i + 1 >= argc) {
+      rc = rg_error_set("%s: missing value", argv[i]);
+      break;
+    }
+    const int set = rg_train_config_set(&cfg, argv[i] + 2, argv[i + 1]);
+    if (set > 0) rc = rg_error_set("unknown flag %s (refgeo train --help lists the keys)", argv[i]);
+    if (set < 0) rc = -1; /* the error names the key */
+    i++;
+  }
+  if (rc == 0) rc = rg_train_config_check(&cfg);
+  rg_trainer *t = rc == 0 ? rg_trainer_open(&cfg, out, resume) : NULL;
+  if (!t) {
+    rg_train_config_free(&cfg);
+    return cli_fail();
+  }
+  rc = rg_trainer_run(t, stderr);
+  if (rc == 0) fprintf(stderr, "train: %ld updates in %s\n", rg_trainer_step(t), out);
+  rg_trainer_free(t);
+  return rc == 0 ? 0 : cli_fail();
+}
