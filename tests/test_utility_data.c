@@ -257,6 +257,11 @@ static void test_completions(void **state) {
   o.max_new_tokens = 0;
   assert_null(rg_utility_from_completions(w, &T, &o, NULL));
   assert_non_null(strstr(rg_error_get(), "max_new_tokens 0"));
+  o.max_new_tokens = 16;
+  o.max_len = 1;
+  assert_null(rg_utility_from_completions(w, &T, &o, NULL));
+  assert_non_null(strstr(rg_error_get(), "max_len 1"));
+  assert_false(rg_path_exists(cache)); /* refused before generating */
 
   rg_weights_free(w);
   cJSON_Delete(prompts);

@@ -130,16 +130,17 @@ done:
 
 /* ------------------------------------------------------------------ JSONL files */
 
+/* The options every source checks before doing any work. */
+static int check_options(const char *path, int max_len, rg_utility_labels labels) {
+  if (max_len < 2) return rg_error_set("%s: max_len %d leaves no token to predict (need >= 2)", path, max_len);
+  if (labels != RG_UTILITY_LABELS_ASSISTANT && labels != RG_UTILITY_LABELS_ALL)
+    return rg_error_set("%s: unknown utility label mode %d", path, (int)labels);
+  return 0;
+}
+
 rg_utility_set *rg_utility_from_jsonl(const rg_model *m, const rg_chat_template *t, const char *path, int max_len,
                                       rg_utility_labels labels) {
-  if (max_len < 2) {
-    rg_error_set("%s: max_len %d leaves no token to predict (need >= 2)", path, max_len);
-    return NULL;
-  }
-  if (labels != RG_UTILITY_LABELS_ASSISTANT && labels != RG_UTILITY_LABELS_ALL) {
-    rg_error_set("%s: unknown utility label mode %d", path, (int)labels);
-    return NULL;
-  }
+  if (check_options(path, max_len, labels) < 0) return NULL;
   size_t len = 0;
   char *text = rg_read_file(path, &len);
   if (!text) return NULL;
@@ -260,6 +261,7 @@ rg_utility_set *rg_utility_from_completions(const rg_weights *w, const rg_chat_t
   const rg_model *m = rg_weights_model(w);
   if (generated) *generated = false;
   if (rg_path_exists(o->cache_path)) return rg_utility_from_jsonl(m, t, o->cache_path, o->max_len, o->labels);
+  if (check_options(o->cache_path, o->max_len, o->labels) < 0) return NULL;
   if (o->max_new_tokens <= 0) {
     rg_error_set("utility completions: max_new_tokens %d is not positive", o->max_new_tokens);
     return NULL;
