@@ -164,7 +164,9 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
   for (int k = 0; rc == 0 && k < o->steps; k++) {
     rc = rg_gcg_token_grad(train, c, grad, &loss);
     if (rc == 0 && o->min_loss > 0 && loss < o->min_loss) break; /* the current suffix is good enough */
-    if (rc == 0) rc = rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
+    if (rc == 0)
+      rc = o->sample ? o->sample(o->sample_user, k, c->ids + c->suffix_start, L, cands)
+                     : rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
     if (rc == 0) rc = rg_gcg_candidate_losses(inf, c, cands, o->search_width, cand_losses);
     if (rc != 0) break;
     int best = 0; /* the argmin, taken unconditionally (HarmBench) */

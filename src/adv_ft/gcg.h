@@ -71,6 +71,12 @@ typedef struct {
   int top_k;        /* 256 */
   double min_loss;  /* stop once the loss is below it (<= 0: never) */
   uint64_t seed;
+  /* When set, replaces step 2 (rg_gcg_sample): writes search_width
+   * candidates for step STEP given the current SUFFIX into cands, returns 0
+   * or -1 with the error set. How a reference test gives torch and refgeo
+   * the same candidates (the token gradient is still computed). */
+  int (*sample)(void *user, int step, const int32_t *suffix, int n_suffix, int32_t *cands);
+  void *sample_user;
 } rg_gcg_opts;
 
 /* Runs up to o->steps GCG steps on the sequence IDS (writable, laid out as

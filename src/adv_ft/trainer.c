@@ -11,6 +11,7 @@
 #include "adv_ft/pool.h"
 #include "adv_ft/r2d2_data.h"
 #include "adv_ft/r2d2_loss.h"
+#include "adv_ft/r2d2_step.h"
 #include "adv_ft/test_case.h"
 #include "adv_ft/train_state.h"
 #include "adv_ft/utility_data.h"
@@ -59,12 +60,7 @@ struct rg_trainer {
   long utility_epoch;  /* the epoch utility_order belongs to; -1: none */
   log_row *log;
   long n_log, cap_log;
-  /* the batch, sized once for the largest micro-batch */
-  int32_t *ids, *targets;
-  int *seq, *rows;
-  rg_r2d2_kind *kinds;
-  int max_tokens;
-  float *gcg_losses;
+  rg_r2d2_step stepper; /* the micro-batch's two halves, with its batch buffers */
 };
 
 /* ---------------------------------------------------------------- setup */
@@ -106,7 +102,6 @@ static int open_sessions(rg_trainer *t) {
   const long tokens = 2L * c->cases_per_step * c->max_case_tokens + (long)c->utility_per_step * c->max_utility_tokens;
   if (tokens > 1 << 24) return rg_error_set("max_case_tokens, max_utility_tokens: %ld tokens per micro-batch", tokens);
   const int max_ctx = c->max_case_tokens > c->max_utility_tokens ? c->max_case_tokens : c->max_utility_tokens;
-  t->max_tokens = (int)tokens;
   rg_session_opts to = {.max_batch_tokens = (int)tokens, .max_logit_rows = (int)tokens, .train = true};
   /* GCG's candidates: gcg_batch whole test cases per call, their target
    * rows only (a target is at most half a test case) */
@@ -115,17 +110,16 @@ static int open_sessions(rg_trainer *t) {
   if (!(t->train = rg_session_new(t->w, n_seqs, max_ctx, &to))) return -1;
   if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch, c->max_case_tokens, &co))) return -1;
   if (!(t->g = rg_grads_new(t->train))) return -1;
-  t->ids = malloc((size_t)tokens * sizeof *t->ids);
-  t->targets = malloc((size_t)tokens * sizeof *t->targets);
-  t->seq = malloc((size_t)tokens * sizeof *t->seq);
-  t->rows = malloc((size_t)tokens * sizeof *t->rows);
-  t->kinds = malloc((size_t)tokens * sizeof *t->kinds);
-  t->gcg_losses = malloc(((size_t)c->gcg_steps + 1) * sizeof *t->gcg_losses);
-  t->disallowed = malloc((size_t)t->m->cfg.vocab_size);
-  if (!t->ids || !t->targets || !t->seq || !t->rows || !t->kinds || !t->gcg_losses || !t->disallowed)
-    return rg_error_set("out of memory for a %ld-token batch", tokens);
+  if (!(t->disallowed = malloc((size_t)t->m->cfg.vocab_size))) return rg_error_set("out of memory");
   rg_gcg_disallowed_tokens(t->m, t->disallowed);
-  return 0;
+  t->stepper = (rg_r2d2_step){.m = t->m,
+                              .frame = &t->frame,
+                              .train = t->train,
+                              .cand = t->cand,
+                              .disallowed = t->disallowed,
+                              .refusal = c->refusal_target,
+                              .max_case_tokens = c->max_case_tokens};
+  return rg_r2d2_step_init(&t->stepper, (int)tokens);
 }
 
 static int open_weights(rg_trainer *t) {
@@ -380,7 +374,8 @@ void rg_trainer_free(rg_trainer *t) {
   free(t->before), free(t->after);
   rg_chat_template_free(&t->tmpl);
   rg_model_free(t->m);
-  free(t->ids), free(t->targets), free(t->seq), free(t->rows), free(t->kinds), free(t->gcg_losses), free(t->disallowed);
+  rg_r2d2_step_free(&t->stepper);
+  free(t->disallowed);
   free(t->utility_order);
   free(t->log);
   free(t->run_dir);
@@ -392,55 +387,11 @@ long rg_trainer_step(const rg_trainer *t) { return t->step; }
 
 /* ---------------------------------------------------------------- one update */
 
-/* The test case of pool entry E with TARGET (and EOS when toward). */
-static int case_seq(rg_trainer *t, const rg_pool_entry *e, bool toward, rg_test_case_seq *out) {
+/* Pool entry E as a test case (its suffix is the entry's, updated in place). */
+static rg_r2d2_case pool_case(const rg_trainer *t, rg_pool_entry *e) {
   const rg_r2d2_behavior *b = &t->data->items[e->behavior];
-  const char *target = toward ? t->cfg.refusal_target : b->targets[e->target];
-  if (rg_test_case_build(t->m, &t->frame, b->behavior, e->suffix, e->n_suffix, target, toward, out) < 0) return -1;
-  if (out->n > t->cfg.max_case_tokens || out->target_start >= out->n) {
-    const int n = out->n;
-    rg_test_case_seq_free(out);
-    return rg_error_set("behavior %s: %d tokens with its %s target (max_case_tokens %d)", b->id, n,
-                        toward ? "toward" : "away", t->cfg.max_case_tokens);
-  }
-  return 0;
-}
-
-/* m GCG steps on entry E towards its away target, on the current weights. */
-static int refresh_case(rg_trainer *t, rg_pool_entry *e) {
-  rg_test_case_seq s;
-  if (case_seq(t, e, false, &s) < 0) return -1;
-  const rg_gcg_case layout = {.n = s.n, .suffix_start = s.suffix_start, .n_suffix = s.n_suffix, .n_target = s.n - s.target_start};
-  const rg_gcg_opts go = {.steps = t->cfg.gcg_steps, .search_width = t->cfg.search_width, .top_k = t->cfg.top_k,
-                          .seed = rg_splitmix64(&t->rng)};
-  int n_steps = 0;
-  int rc = rg_gcg_run(t->train, t->cand, t->disallowed, s.ids, &layout, &go, t->gcg_losses, &n_steps);
-  if (rc == 0) {
-    memcpy(e->suffix, s.ids + s.suffix_start, (size_t)e->n_suffix * sizeof *e->suffix);
-    if (n_steps > 0) e->loss = t->gcg_losses[n_steps - 1];
-  }
-  rg_test_case_seq_free(&s);
-  return rc < 0 ? rg_error_prefix("GCG on %s", t->data->items[e->behavior].id) : 0;
-}
-
-typedef struct {
-  int n_tokens, n_rows, n_seqs;
-} batch_fill;
-
-/* Appends one sequence with its supervised rows [label_from, n - 1). */
-static void add_example(rg_trainer *t, batch_fill *b, const int32_t *ids, int n, int label_from, rg_r2d2_kind kind) {
-  for (int i = 0; i < n; i++) {
-    t->ids[b->n_tokens + i] = ids[i];
-    t->seq[b->n_tokens + i] = b->n_seqs;
-  }
-  for (int r = label_from; r < n - 1; r++) {
-    t->rows[b->n_rows] = b->n_tokens + r;
-    t->targets[b->n_rows] = ids[r + 1];
-    t->kinds[b->n_rows] = kind;
-    b->n_rows++;
-  }
-  b->n_tokens += n;
-  b->n_seqs++;
+  return (rg_r2d2_case){.name = b->id, .behavior = b->behavior, .target = b->targets[e->target], .suffix = e->suffix,
+                        .n_suffix = e->n_suffix};
 }
 
 /* The next utility example: the examples in a random order per epoch. */
@@ -482,27 +433,21 @@ static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
     order[i] = order[j];
     order[j] = tmp;
   }
+  rg_r2d2_case cases[t->pool.n];
+  for (int i = 0; i < c->cases_per_step; i++) cases[i] = pool_case(t, &t->pool.items[order[i]]);
+  const rg_gcg_opts go = {.steps = c->gcg_steps, .search_width = c->search_width, .top_k = c->top_k};
   for (int i = 0; c->gcg_steps > 0 && i < c->cases_per_step; i++) {
+    rg_gcg_opts o = go;
+    o.seed = rg_splitmix64(&t->rng);
     rg_pool_entry *e = &t->pool.items[order[i]];
-    if (refresh_case(t, e) < 0) return -1;
+    if (rg_r2d2_refresh(&t->stepper, &cases[i], &o, &e->loss) < 0) return -1;
     u->gcg_loss += e->loss;
     u->gcg_cases++;
   }
   rg_fault_point("update"); /* tests: a kill inside an update, after its GCG */
-  batch_fill b = {0};
-  for (int i = 0; i < c->cases_per_step; i++) {
-    for (int toward = 0; toward <= 1; toward++) {
-      rg_test_case_seq s;
-      if (case_seq(t, &t->pool.items[order[i]], toward, &s) < 0) return -1;
-      add_example(t, &b, s.ids, s.n, s.target_start - 1, toward ? RG_R2D2_TOWARD : RG_R2D2_AWAY);
-      rg_test_case_seq_free(&s);
-    }
-  }
-  for (int i = 0; i < c->utility_per_step; i++) {
-    const rg_utility_example *x = next_utility(t);
-    if (!x) return rg_error_set("out of memory");
-    add_example(t, &b, x->ids, x->n, x->label_from, RG_R2D2_UTILITY);
-  }
+  const rg_utility_example *utility[c->utility_per_step > 0 ? c->utility_per_step : 1];
+  for (int i = 0; i < c->utility_per_step; i++)
+    if (!(utility[i] = next_utility(t))) return rg_error_set("out of memory");
   /* accelerate divides each micro-batch's loss by the accumulation steps */
   const float scale = 1.0f / (float)c->grad_accum;
   const rg_r2d2_loss_opts lo = {.w_utility = (float)c->w_utility * scale,
@@ -510,15 +455,14 @@ static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
                                 .w_toward = (float)c->w_toward * scale,
                                 .away_log_p_min = (float)c->away_threshold};
   rg_r2d2_losses L;
-  rg_session_reset(t->train);
-  if (rg_session_eval(t->train, t->ids, t->seq, b.n_tokens, t->rows, b.n_rows, NULL) < 0 ||
-      rg_r2d2_loss(t->train, &lo, t->kinds, t->targets, b.n_rows, &L) < 0 || rg_session_backward(t->train, t->g, NULL) < 0)
+  int n_tokens = 0;
+  if (rg_r2d2_accumulate(&t->stepper, cases, c->cases_per_step, utility, c->utility_per_step, &lo, t->g, &L, &n_tokens) < 0)
     return rg_error_prefix("training batch of step %ld", t->step + 1);
   u->utility += L.utility;
   u->away += L.away;
   u->toward += L.toward;
   u->total += c->w_utility * L.utility + c->w_away * L.away + c->w_toward * L.toward;
-  u->tokens += b.n_tokens;
+  u->tokens += n_tokens;
   return 0;
 }
 
