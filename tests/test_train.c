@@ -21,7 +21,11 @@
  *    kernels on the same threads, so any difference is a resume bug (a
  *    lost RNG state, a pool or optimizer step not restored, a data cursor
  *    off by one), not rounding.
- * 2. Bad input: a missing key, an unknown key, a value of the wrong type, a
+ * 2. Checkpoints reload with refgeo's own loader: checkpoint-0 (float32)
+ *    holds exactly the base model's parameters, checkpoint-4 exactly the
+ *    trained float32 parameters of state/step-4 (the optimizer's own
+ *    copies), tensor by tensor in rg_weights order.
+ * 3. Bad input: a missing key, an unknown key, a value of the wrong type, a
  *    LoRA target that does not exist, a behaviors file without targets, an
  *    unwritable run dir, --resume on a run dir of another config, an
  *    unknown flag, a new run over an existing one: exit 1, one line naming
@@ -34,6 +38,7 @@
 #include <sys/stat.h>
 
 #include "model/model.h"
+#include "model/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -171,6 +176,57 @@ static void test_resume_after_kill(void **state) {
   free(config);
 }
 
+/* Every parameter of the model in DIR as float32, concatenated in
+ * rg_weights order; *n gets the count. */
+static float *load_params(const char *dir, size_t *n) {
+  rg_model *m = rg_model_load(dir);
+  if (!m) fail_msg("%s: %s", dir, rg_error_get());
+  rg_weights *w = rg_weights_open(m, &(rg_backend_opts){.threads = 1}, RG_WEIGHTS_F32);
+  assert_non_null(w);
+  size_t total = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) total += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  float *out = malloc(total * sizeof *out);
+  assert_non_null(out);
+  size_t at = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) {
+    assert_int_equal(rg_weights_download(w, i, out + at), 0);
+    at += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  }
+  rg_weights_free(w);
+  rg_model_free(m);
+  *n = total;
+  return out;
+}
+
+static void assert_same_floats(const float *a, const float *b, size_t n, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) fail_msg("%s: value %zu is %.9g, expected %.9g", what, i, a[i], b[i]);
+}
+
+static void test_checkpoints_reload(void **state) {
+  (void)state;
+  char *ref = t_tmp_path("train_ref"); /* test_resume_after_kill's reference run */
+  size_t n_base, n0, n4;
+  float *base = load_params(g_model, &n_base);
+  char *ck = rg_path_join(ref, "checkpoint-0");
+  float *p0 = load_params(ck, &n0);
+  free(ck);
+  assert_int_equal(n0, n_base);
+  assert_same_floats(p0, base, n0, "checkpoint-0 against the base model");
+  ck = rg_path_join(ref, "checkpoint-4");
+  float *p4 = load_params(ck, &n4);
+  free(ck);
+  char *st = rg_path_join(ref, "state/step-4");
+  assert_int_equal(file_size(st, "params.f32"), n4 * sizeof(float));
+  char *trained = file_in(st, "params.f32");
+  assert_same_floats(p4, (const float *)trained, n4, "checkpoint-4 against state/step-4/params.f32");
+  /* and training moved them */
+  size_t moved = 0;
+  for (size_t i = 0; i < n4; i++) moved += p4[i] != base[i];
+  if (moved < n4 / 2) fail_msg("only %zu of %zu parameters changed in 4 updates", moved, n4);
+  free(trained), free(st), free(p4), free(p0), free(base), free(ref);
+}
+
 /* A run that must fail: exit 1, one line on stderr containing WANT. */
 static void expect_error(const char *config, const char *dir, const char *more, const char *want) {
   char *err = NULL;
@@ -237,6 +293,7 @@ int main(void) {
   g_model = t_hf_tiny("qwen2_bf16");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_after_kill),
+      cmocka_unit_test(test_checkpoints_reload),
       cmocka_unit_test(test_bad_input),
   };
   const int rc = cmocka_run_group_tests(tests, NULL, NULL);
