@@ -15,7 +15,9 @@ Writes tests/fixtures/lora/<case>.json (model, rank, alpha, targets, the
 batch, the loss, and the adapter tensors in peft's state-dict order with
 names as peft's state dict gives them minus "base_model.model.", and their
 shapes) and <case>.f32: little-endian float32, for each tensor in that
-order its values, then for each tensor its gradient.
+order its values, then for each tensor its gradient, then the gradient
+with respect to the input embeddings of each sequence's tokens (what GCG
+differentiates).
 
 GGUF llama files hold q_proj/k_proj rows permuted for adjacent-pair RoPE
 (llama.cpp convert_hf_to_gguf.py, LlamaModel.permute), and refgeo computes
@@ -80,9 +82,12 @@ def one(case, tiny_dir, gguf, out_dir):
 
     rng = np.random.default_rng(5)
     seqs = [rng.integers(0, cfg.vocab_size, n).tolist() for n in lens]
-    total, rows = 0.0, 0
+    total, rows, embeds = 0.0, 0, []
     for ids in seqs:
-        logits = model(input_ids=torch.tensor([ids])).logits[0]
+        # d loss / d embeddings (what GCG differentiates); the table is frozen
+        emb = model.get_input_embeddings()(torch.tensor([ids])).detach().requires_grad_(True)
+        embeds.append(emb)
+        logits = model(inputs_embeds=emb).logits[0]
         ce = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="sum")
         total = total + ce
         rows += len(ids) - 1
@@ -115,7 +120,8 @@ def one(case, tiny_dir, gguf, out_dir):
     with open(os.path.join(out_dir, case + ".json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
-    np.concatenate(values + grads).tofile(os.path.join(out_dir, case + ".f32"))
+    d_embed = [e.grad[0].numpy().astype("<f4").reshape(-1) for e in embeds]
+    np.concatenate(values + grads + d_embed).tofile(os.path.join(out_dir, case + ".f32"))
     print(case, "loss", loss.item(), len(meta), "tensors", sum(v.size for v in values), "values")
 
 
