@@ -43,7 +43,7 @@ typedef int (*fuzz_entry)(const uint8_t *data, size_t size);
 
 #define HARNESSES(X) \
   X(acts_h5) X(asr_curve) X(behaviors) X(chat_template) X(checkpoints) X(directions_h5) X(gguf) X(hf_dir) X(prompts) \
-      X(safetensors) X(test_cases) X(tokenizer)
+      X(r2d2_data) X(safetensors) X(test_cases) X(tokenizer) X(train_config)
 
 #define DECLARE(name) int fuzz_one_##name(const uint8_t *data, size_t size);
 HARNESSES(DECLARE)

@@ -11,6 +11,10 @@
 
 typedef enum { K_STR, K_INT, K_DBL } key_kind;
 
+/* What separates the paths of a list value (inih strips these at a value's
+ * ends, so a path cannot keep one). */
+#define LIST_BLANKS " \t\r\n\v\f"
+
 typedef struct {
   const char *section, *name;
   key_kind kind;
@@ -152,9 +156,13 @@ static int set_key(rg_train_config *c, const key_def *k, const char *value) {
   return rg_error_set("%s: unknown key kind", k->name);
 }
 
+static bool is_list_key(const key_def *k) { return k->choices && strcmp(k->choices, "paths") == 0; }
+
 /* Path values in a file: "~/x" is $HOME/x, a relative path is relative to
- * the file's folder DIR. Several paths may be space-separated. */
-static char *resolve_paths(const char *value, const char *dir) {
+ * the file's folder DIR. A list (K) holds blank-separated paths; a single
+ * path is taken whole (it may hold blanks). */
+static char *resolve_paths(const key_def *k, const char *value, const char *dir) {
+  const char *const sep = is_list_key(k) ? LIST_BLANKS : "";
   size_t cap = 1;
   const char *home = getenv("HOME");
   for (const char *p = value; *p; p++) cap += 1 + strlen(dir) + (home ? strlen(home) : 0) + 1;
@@ -163,16 +171,16 @@ static char *resolve_paths(const char *value, const char *dir) {
   out[0] = '\0';
   const char *p = value;
   while (*p) {
-    while (*p == ' ') p++;
+    p += strspn(p, sep);
     if (!*p) break;
-    size_t len = strcspn(p, " ");
+    size_t len = strcspn(p, sep);
     if (out[0]) strcat(out, " ");
     if (p[0] == '~' && p[1] == '/' && home) {
       strcat(out, home);
       strncat(out, p + 1, len - 1);
     } else if (p[0] != '/' && dir[0]) {
       strcat(out, dir);
-      strcat(out, "/");
+      if (dir[strlen(dir) - 1] != '/') strcat(out, "/");
       strncat(out, p, len);
     } else {
       strncat(out, p, len);
@@ -186,7 +194,7 @@ int rg_train_config_init(rg_train_config *c, const char *data_dir) {
   memset(c, 0, sizeof *c);
   for (int i = 0; i < N_KEYS; i++) {
     if (!KEYS[i].def) continue;
-    char *resolved = is_path_key(&KEYS[i]) ? resolve_paths(KEYS[i].def, data_dir) : NULL;
+    char *resolved = is_path_key(&KEYS[i]) ? resolve_paths(&KEYS[i], KEYS[i].def, data_dir) : NULL;
     if (is_path_key(&KEYS[i]) && !resolved) return rg_error_set("out of memory");
     const int rc = set_key(c, &KEYS[i], resolved ? resolved : KEYS[i].def);
     free(resolved);
@@ -215,17 +223,48 @@ typedef struct {
   const char *path;
   char *dir;
   FILE *fp;
-  int line; /* lines read so far: inih calls the handler right after reading a key's line */
+  int line;         /* lines read so far: inih calls the handler right after reading a key's line */
+  bool indented;    /* that line starts with a blank: inih's continuation of the key before */
+  char last[64];    /* the key of the last key line */
   int failed;
 } ini_ctx;
 
 /* inih's reader: fgets, counting lines (Debian's libinih is built without
- * INI_HANDLER_LINENO, so the handler cannot be told the line). */
+ * INI_HANDLER_LINENO, so the handler cannot be told the line). A line that
+ * does not fit inih's buffer (INI_MAX_LINE, 200 bytes in Debian's build)
+ * is an error here: inih would read its rest as a line of its own. */
 static char *read_line(char *str, int num, void *stream) {
   ini_ctx *x = stream;
   char *r = fgets(str, num, x->fp);
-  if (r) x->line++;
+  if (!r) return NULL;
+  x->line++;
+  x->indented = str[0] == ' ' || str[0] == '\t';
+  if (!strchr(str, '\n') && !feof(x->fp)) {
+    if (!x->failed)
+      rg_error_set("%s:%d: a line longer than %d bytes (inih's limit; continue a list on indented lines)", x->path,
+                   x->line, num - 2);
+    x->failed = 1;
+    int ch;
+    while ((ch = fgetc(x->fp)) != EOF && ch != '\n') {
+    }
+  }
   return r;
+}
+
+/* Appends VALUE (resolved) to the list key K: a continuation line. */
+static int append_paths(ini_ctx *x, const key_def *k, const char *value) {
+  char **dst = (char **)((char *)x->c + k->offset);
+  char *more = resolve_paths(k, value, x->dir);
+  char *joined = more ? malloc(strlen(*dst) + strlen(more) + 2) : NULL;
+  if (!joined) {
+    free(more);
+    return rg_error_set("out of memory");
+  }
+  sprintf(joined, "%s%s%s", *dst, (*dst)[0] ? " " : "", more);
+  free(more);
+  free(*dst);
+  *dst = joined;
+  return 0;
 }
 
 static int on_key(void *user, const char *section, const char *name, const char *value) {
@@ -233,12 +272,25 @@ static int on_key(void *user, const char *section, const char *name, const char 
   const int line = x->line;
   if (x->failed) return 0;
   const key_def *k = find(name);
-  if (!k || strchr(name, '-')) {
+  const bool continued = x->indented && strcmp(name, x->last) == 0;
+  const size_t name_len = strlen(name);
+  if (name_len < sizeof x->last)
+    memcpy(x->last, name, name_len + 1);
+  else
+    x->last[0] = '\0'; /* no key is that long */
+  if (continued) {
+    if (k && is_list_key(k)) {
+      if (append_paths(x, k, value) == 0) return 1;
+    } else {
+      rg_error_set("%s:%d: an indented line continues \"%s\", which is not a list (behaviors, targets)", x->path, line,
+                   name);
+    }
+  } else if (!k || strchr(name, '-')) {
     rg_error_set("%s:%d: unknown key \"%s\"", x->path, line, name);
   } else if (strcmp(section, k->section) != 0) {
     rg_error_set("%s:%d: key \"%s\" belongs in section [%s], not [%s]", x->path, line, name, k->section, section);
   } else {
-    char *resolved = is_path_key(k) ? resolve_paths(value, x->dir) : NULL;
+    char *resolved = is_path_key(k) ? resolve_paths(k, value, x->dir) : NULL;
     if (is_path_key(k) && !resolved) {
       rg_error_set("out of memory");
     } else if (set_key(x->c, k, resolved ? resolved : value) == 0) {
@@ -325,7 +377,26 @@ int rg_train_config_write(const rg_train_config *c, FILE *fp) {
     switch (k->kind) {
     case K_INT: fprintf(fp, "%s = %d\n", k->name, *(const int *)v); break;
     case K_DBL: fprintf(fp, "%s = %.17g\n", k->name, *(const double *)v); break;
-    case K_STR: fprintf(fp, "%s = %s\n", k->name, *(char *const *)v ? *(char *const *)v : ""); break;
+    case K_STR: {
+      const char *str = *(char *const *)v ? *(char *const *)v : "";
+      if (is_list_key(k)) {
+        /* one path per line, the rest indented (inih's continuation), so
+         * that no line outgrows inih's 200 bytes however deep the folder */
+        fprintf(fp, "%s =", k->name);
+        bool first = true;
+        for (const char *p = str + strspn(str, LIST_BLANKS); *p;) {
+          const size_t len = strcspn(p, LIST_BLANKS);
+          fprintf(fp, "%s%.*s", first ? " " : "\n  ", (int)len, p);
+          first = false;
+          p += len;
+          p += strspn(p, LIST_BLANKS);
+        }
+        fputc('\n', fp);
+      } else {
+        fprintf(fp, "%s = %s\n", k->name, str);
+      }
+      break;
+    }
     }
   }
   return ferror(fp) ? rg_error_set("cannot write the configuration") : 0;

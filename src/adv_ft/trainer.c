@@ -13,8 +13,10 @@
 #include "adv_ft/r2d2_loss.h"
 #include "adv_ft/r2d2_step.h"
 #include "adv_ft/test_case.h"
+#include "adv_ft/train_plan.h"
 #include "adv_ft/train_state.h"
 #include "adv_ft/utility_data.h"
+#include "model/backend_plan.h"
 #include "model/backward.h"
 #include "model/forward.h"
 #include "model/hf_write.h"
@@ -61,6 +63,7 @@ struct rg_trainer {
   log_row *log;
   long n_log, cap_log;
   rg_r2d2_step stepper; /* the micro-batch's two halves, with its batch buffers */
+  const rg_train_plan *plan; /* rg_trainer_plan: the weights go on its plan backend */
 };
 
 /* ---------------------------------------------------------------- setup */
@@ -73,7 +76,7 @@ static char **split_words(const char *s, int *n) {
     free(copy);
     return NULL;
   }
-  for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) out[(*n)++] = tok;
+  for (char *tok = strtok(copy, " \t\r\n\v\f"); tok; tok = strtok(NULL, " \t\r\n\v\f")) out[(*n)++] = tok;
   if (*n == 0) out[0] = copy; /* keeps the buffer reachable for free_words */
   return out;
 }
@@ -111,7 +114,6 @@ static int open_sessions(rg_trainer *t) {
   if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch, c->max_case_tokens, &co))) return -1;
   if (!(t->g = rg_grads_new(t->train))) return -1;
   if (!(t->disallowed = malloc((size_t)t->m->cfg.vocab_size))) return rg_error_set("out of memory");
-  rg_gcg_disallowed_tokens(t->m, t->disallowed);
   t->stepper = (rg_r2d2_step){.m = t->m,
                               .frame = &t->frame,
                               .train = t->train,
@@ -125,7 +127,12 @@ static int open_sessions(rg_trainer *t) {
 static int open_weights(rg_trainer *t) {
   const rg_train_config *c = &t->cfg;
   rg_backend_opts bo = {.threads = c->threads};
-  if (!(t->w = rg_weights_open(t->m, &bo, RG_WEIGHTS_AUTO))) return -1;
+  rg_weight_mode mode = RG_WEIGHTS_AUTO;
+  if (t->plan) { /* a GPU keeps frozen matrices in their file dtype (backend_plan.h) */
+    bo.name = t->plan->gpu ? "plan-gpu" : "plan-cpu";
+    mode = t->plan->gpu ? RG_WEIGHTS_TILED : RG_WEIGHTS_AUTO;
+  }
+  if (!(t->w = rg_weights_open(t->m, &bo, mode))) return -1;
   if (strcmp(c->mode, "lora") == 0) {
     rg_lora_opts lo = {.rank = c->lora_rank, .alpha = (float)c->lora_alpha};
     if (rg_lora_targets_parse(c->lora_targets, &lo.targets) < 0) return rg_error_prefix("lora_targets");
@@ -342,6 +349,7 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   /* the utility replies come from the base model, before any update */
   if (rc == 0) rc = open_utility(t);
   if (rc == 0) rc = open_sessions(t);
+  if (rc == 0) rg_gcg_disallowed_tokens(t->m, t->disallowed);
   if (rc == 0) rc = open_optimizer(t);
   const long latest = rc == 0 && resume ? rg_train_state_latest(t->run_dir) : -1;
   if (rc == 0 && latest >= 0) {
@@ -359,6 +367,24 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
     return NULL;
   }
   return t;
+}
+
+int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan) {
+  rg_trainer *t = calloc(1, sizeof *t);
+  if (!t) return rg_error_set("out of memory");
+  t->cfg = *cfg;
+  memset(cfg, 0, sizeof *cfg);
+  t->plan = plan;
+  /* the steps of rg_trainer_open that allocate, each under its own tag */
+  int rc = (t->m = rg_train_plan_model(plan, t->cfg.model)) ? 0 : -1;
+  if (rc == 0) rc = open_weights(t);
+  if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_SESSIONS);
+  if (rc == 0) rc = open_sessions(t);
+  if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_OPTIMIZER);
+  if (rc == 0) rc = open_optimizer(t);
+  if (rc == 0) rc = rg_train_plan_fill(plan, &t->cfg, t->w, t->train, t->cand, t->g);
+  rg_trainer_free(t);
+  return rc;
 }
 
 void rg_trainer_free(rg_trainer *t) {
