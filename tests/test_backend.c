@@ -7,12 +7,12 @@
  *
  * Tolerances are relative to the largest reference magnitude and differ by
  * kind of operation:
- *  - reductions (matmul, attention): float32 accumulation over K terms errs
+ *  - reductions (matmul, matmul_add, attention): float32 accumulation over K terms errs
  *    by about sqrt(K) * 2^-24 * |terms|, i.e. < 1e-5 for the sizes here;
  *    TOL leaves room for blocked sgemm orders and libm's expf (a few ulp)
  *    while a wrong index or a missing term gives errors of order 1;
  *  - elementwise operations (rmsnorm, swiglu, add, ablate, add_scaled,
- *    rope) round each output a handful of times (each 2^-24 = 6e-8) or call
+ *    scale, rope) round each output a handful of times (each 2^-24 = 6e-8) or call
  *    libm once: TOL_ELEMENTWISE is 1e-6, so a slightly wrong formula, such
  *    as RMSNorm's eps added outside the square root (which moves the rows
  *    kept at a small scale below by several percent), fails. */
@@ -149,6 +149,17 @@ static void check_matmul(int type, int M, int64_t K, int64_t N, bool with_bias) 
                   BACKENDS[bi].name, M, (long long)K, (long long)N, e);
     assert_true(e < TOL);
     free(y);
+    /* rg_op_matmul_add (LoRA's y += u B^T) adds the same product again */
+    double *twice = malloc((size_t)M * N * sizeof *twice);
+    for (int m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) twice[m * N + n] = 2 * ref[m * N + n] - (with_bias ? b.ref[n] : 0);
+    rg_op_matmul_add(be, yb, xb, M, bw);
+    y = download(be, yb, (size_t)M * N);
+    e = rel_err(y, twice, (size_t)M * N);
+    print_message("matmul_add %-5s %-9s: rel err %.2e\n", rg_dtype_get(type)->name, BACKENDS[bi].name, e);
+    assert_true(e < TOL);
+    free(y);
+    free(twice);
     rg_buf_free(be, xb);
     rg_buf_free(be, yb);
     rg_bweight_free(be, bw);
@@ -292,6 +303,15 @@ static void test_ablate_add_scaled(void **state) {
     got = download(be, xb, n);
     assert_true(rel_err(got, r_add, n) < TOL_ELEMENTWISE);
     free(got);
+    /* rg_op_scale: x *= c, one rounding per element */
+    double *r_scale = malloc(n * sizeof *r_scale);
+    for (size_t i = 0; i < n; i++) r_scale[i] = (double)c * x[i];
+    rg_buf_upload(be, xb, 0, x, n);
+    rg_op_scale(be, xb, n, c);
+    got = download(be, xb, n);
+    assert_true(rel_err(got, r_scale, n) < TOL_ELEMENTWISE);
+    free(got);
+    free(r_scale);
     rg_buf_free(be, xb);
     rg_buf_free(be, ub);
     rg_buf_free(be, vb);
