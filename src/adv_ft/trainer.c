@@ -158,7 +158,8 @@ static int open_utility(rg_trainer *t) {
                                             .max_new_tokens = c->utility_max_new_tokens,
                                             .cache_path = cache,
                                             .max_len = c->max_utility_tokens,
-                                            .labels = labels};
+                                            .labels = labels,
+                                            .progress = stderr};
     t->utility = rg_utility_from_completions(t->w, &t->tmpl, &go, NULL);
     free(cache);
   } else {

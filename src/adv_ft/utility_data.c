@@ -16,6 +16,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
+#include "util/progress.h"
 
 struct rg_utility_set {
   int n, cap;
@@ -232,9 +233,14 @@ static int generate_into(const rg_weights *w, const rg_chat_template *t, const r
     goto done;
   rg_gen_opts go = {.max_new_tokens = o->max_new_tokens, .temperature = 0, .top_p = 1, .stop_ids = stop,
                     .n_stop = n_stop};
+  rg_progress prog;
+  char label[96];
+  snprintf(label, sizeof label, "utility data: the model's replies to %d prompts", n_prompts);
+  rg_progress_start(&prog, o->progress, label, n_prompts);
   for (int first = 0; first < n_prompts; first += batch) {
     int nb = n_prompts - first < batch ? n_prompts - first : batch;
     if (rg_generate(s, (const int32_t *const *)ids + first, lens + first, nb, &go, res) < 0) goto done;
+    rg_progress_tick(&prog, first + nb);
     for (int i = 0; i < nb; i++) {
       char *reply = rg_detokenize(m->tokenizer, res[i].ids, res[i].n, true);
       int w_rc = reply ? write_line(f, p->items[first + i].text, reply) : -1;
@@ -246,6 +252,7 @@ static int generate_into(const rg_weights *w, const rg_chat_template *t, const r
     }
     rg_gen_results_free(res, nb);
   }
+  rg_progress_end(&prog);
   rc = 0;
 done:
   rg_session_free(s);

@@ -61,6 +61,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/chat_template.h"
 #include "model/model.h"
@@ -95,6 +96,7 @@ typedef struct {
   const char *cache_path;     /* the JSONL cache, e.g. RUN_DIR/utility.jsonl */
   int max_len;                /* as rg_utility_from_jsonl */
   rg_utility_labels labels;
+  FILE *progress;             /* a progress line while generating (util/progress.h); NULL: none */
 } rg_utility_completions_opts;
 
 /* Utility examples from the model's own greedy replies. If O->cache_path
