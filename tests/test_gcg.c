@@ -119,9 +119,10 @@ static void test_token_grad_and_losses(void **state) {
   assert_true(fabs(loss - want_loss) / want_loss < TOL);
   assert_true(md / mr < TOL);
 
-  /* candidates, on an inference session that holds 2 at a time (3 = 2 + 1) */
+  /* candidates, on an inference session that holds the shared prefix and
+   * 2 candidates at a time (3 = 2 + 1: the last batch is ragged) */
   rg_session_opts io = {.max_batch_tokens = 2 * tc.c.n, .max_logit_rows = 2 * tc.c.n_target};
-  rg_session *inf = rg_session_new(weights, 2, tc.c.n, &io);
+  rg_session *inf = rg_session_new(weights, 3, tc.c.n, &io);
   assert_non_null(inf);
   const cJSON *cands = cJSON_GetObjectItem(t, "candidates"), *cl = cJSON_GetObjectItem(t, "candidate_losses");
   const int nc = cJSON_GetArraySize(cands);

@@ -191,10 +191,11 @@ int cmd_attack(int argc, char **argv) {
      * the weights (weights.h). */
     rg_backend_opts bo = {.threads = threads};
     rg_session_opts to = {.max_batch_tokens = MAX_CTX, .max_logit_rows = MAX_CTX, .train = true};
+    /* sequence 0 holds the shared prefix, the others take `batch` candidates */
     rg_session_opts io = {.max_batch_tokens = batch * 128, .max_logit_rows = batch * 32};
     j.disallowed = malloc((size_t)j.m->cfg.vocab_size);
     if (!(j.w = rg_weights_open(j.m, &bo, RG_WEIGHTS_AUTO)) || !(j.train = rg_session_new(j.w, 1, MAX_CTX, &to)) ||
-        !(j.inf = rg_session_new(j.w, batch, MAX_CTX, &io)) || !j.disallowed)
+        !(j.inf = rg_session_new(j.w, batch + 1, MAX_CTX, &io)) || !j.disallowed)
       rc = j.disallowed ? -1 : rg_error_set("out of memory");
   }
   if (rc == 0) rg_gcg_disallowed_tokens(j.m, j.disallowed);

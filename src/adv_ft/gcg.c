@@ -109,32 +109,43 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
 
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses) {
   if (check_case(c) < 0) return -1;
-  const int n = c->n, nt = c->n_target;
-  int chunk = rg_session_max_seqs(s);
-  if (rg_session_max_batch_tokens(s) / n < chunk) chunk = rg_session_max_batch_tokens(s) / n;
+  /* Every candidate shares the tokens before the suffix: they are run once
+   * into sequence 0, which each candidate's sequence forks (its KV cache
+   * rows copied), so only suffix | after | target is computed per
+   * candidate. */
+  const int n = c->n, nt = c->n_target, P = c->suffix_start, tail = n - P;
+  int chunk = rg_session_max_seqs(s) - 1;
+  if (rg_session_max_batch_tokens(s) / tail < chunk) chunk = rg_session_max_batch_tokens(s) / tail;
   if (rg_session_max_logit_rows(s) / nt < chunk) chunk = rg_session_max_logit_rows(s) / nt;
-  if (chunk < 1 || n > rg_session_max_ctx(s))
-    return rg_error_set("gcg: the session cannot hold one %d-token candidate with %d target rows", n, nt);
-  int32_t *ids = malloc((size_t)chunk * n * sizeof *ids), *targets = malloc((size_t)chunk * nt * sizeof *targets);
-  int *seq = malloc((size_t)chunk * n * sizeof *seq), *rows = malloc((size_t)chunk * nt * sizeof *rows);
+  if (chunk < 1 || n > rg_session_max_ctx(s) || P > rg_session_max_batch_tokens(s))
+    return rg_error_set("gcg: the session cannot hold a %d-token prefix and one %d-token candidate with %d target "
+                        "rows beside it", P, tail, nt);
+  int32_t *ids = malloc((size_t)chunk * tail * sizeof *ids), *targets = malloc((size_t)chunk * nt * sizeof *targets);
+  int *seq = malloc((size_t)chunk * tail * sizeof *seq), *rows = malloc((size_t)chunk * nt * sizeof *rows);
   float *row_loss = malloc((size_t)chunk * nt * sizeof *row_loss);
   int rc = ids && targets && seq && rows && row_loss ? 0 : rg_error_set("gcg: out of memory");
+  rg_session_reset(s);
+  if (rc == 0 && P > 0) {
+    int *prefix_seq = calloc((size_t)P, sizeof *prefix_seq);
+    rc = prefix_seq ? rg_session_eval(s, c->ids, prefix_seq, P, NULL, 0, NULL) : rg_error_set("gcg: out of memory");
+    free(prefix_seq);
+  }
   for (int j0 = 0; rc == 0 && j0 < n_cands; j0 += chunk) {
     const int k = n_cands - j0 < chunk ? n_cands - j0 : chunk;
-    for (int b = 0; b < k; b++) {
-      int32_t *x = ids + (size_t)b * n;
-      memcpy(x, c->ids, (size_t)n * sizeof *x);
-      memcpy(x + c->suffix_start, cands + (size_t)(j0 + b) * c->n_suffix, (size_t)c->n_suffix * sizeof *x);
-      for (int i = 0; i < n; i++) seq[b * n + i] = b;
+    for (int b = 0; rc == 0 && b < k; b++) {
+      int32_t *x = ids + (size_t)b * tail;
+      memcpy(x, cands + (size_t)(j0 + b) * c->n_suffix, (size_t)c->n_suffix * sizeof *x);
+      memcpy(x + c->n_suffix, c->ids + P + c->n_suffix, (size_t)(tail - c->n_suffix) * sizeof *x);
+      for (int i = 0; i < tail; i++) seq[b * tail + i] = b + 1;
       for (int r = 0; r < nt; r++) {
-        rows[b * nt + r] = b * n + n - nt - 1 + r;
+        rows[b * nt + r] = b * tail + tail - nt - 1 + r;
         targets[b * nt + r] = c->ids[n - nt + r];
       }
+      rc = rg_session_fork(s, 0, b + 1);
     }
     /* The cross entropy runs on the backend: only k * nt losses come back,
      * not k * nt rows of vocabulary-sized logits. */
-    rg_session_reset(s);
-    rc = rg_session_eval_ce(s, ids, seq, k * n, rows, targets, k * nt, row_loss);
+    if (rc == 0) rc = rg_session_eval_ce(s, ids, seq, k * tail, rows, targets, k * nt, row_loss);
     for (int b = 0; rc == 0 && b < k; b++) {
       double sum = 0;
       for (int r = 0; r < nt; r++) sum += row_loss[b * nt + r];

@@ -60,9 +60,11 @@ int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, floa
 int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
                    int top_k, int search_width, uint64_t *rng, int32_t *cands);
 
-/* Step 3: losses[j] of the case with suffix cands[j], for j < n_cands, on any
- * session (batched by its max_seqs, max_batch_tokens and max_logit_rows).
- * Returns 0 or -1. */
+/* Step 3: losses[j] of the case with suffix cands[j], for j < n_cands, on a
+ * session of at least 2 sequences. The tokens before the suffix are run once
+ * into sequence 0 and forked (rg_session_fork) into sequences 1..max_seqs-1,
+ * which take the candidates' suffix | after | target in batches (bounded by
+ * max_batch_tokens and max_logit_rows too). Returns 0 or -1. */
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses);
 
 typedef struct {

@@ -111,7 +111,8 @@ static int open_sessions(rg_trainer *t) {
   rg_session_opts co = {.max_batch_tokens = c->gcg_batch * c->max_case_tokens,
                         .max_logit_rows = c->gcg_batch * (c->max_case_tokens / 2)};
   if (!(t->train = rg_session_new(t->w, n_seqs, max_ctx, &to))) return -1;
-  if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch, c->max_case_tokens, &co))) return -1;
+  /* sequence 0 holds the shared prefix (rg_gcg_candidate_losses) */
+  if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch + 1, c->max_case_tokens, &co))) return -1;
   if (!(t->g = rg_grads_new(t->train))) return -1;
   if (!(t->disallowed = malloc((size_t)t->m->cfg.vocab_size))) return rg_error_set("out of memory");
   t->stepper = (rg_r2d2_step){.m = t->m,

@@ -111,6 +111,7 @@ typedef struct rg_backend_iface {
   void (*batch_free)(rg_backend *be, rg_batch *b);
   void (*batch_set)(rg_backend *be, rg_batch *b, const int32_t *ids, const int *seq, const int *pos, int n);
   void (*gather_rows)(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width);
+  void (*buf_copy)(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset, size_t n);
   rg_bweight *(*weight_new)(rg_backend *be, const rg_tensor *t, rg_weight_form form);
   void (*weight_free)(rg_backend *be, rg_bweight *w);
   size_t (*weight_bytes)(const rg_bweight *w);
@@ -191,6 +192,12 @@ static inline void rg_buf_upload(rg_backend *be, rg_buf *dst, size_t offset, con
  * with the error set: an earlier operation failed (rg_backend_status). */
 static inline int rg_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
   return be->iface->buf_download(be, src, offset, dst, n);
+}
+/* dst[dst_offset + i] = src[src_offset + i] for i < n (the ranges do not
+ * overlap): a sequence's KV cache forked into another (rg_session_fork). */
+static inline void rg_buf_copy(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset,
+                               size_t n) {
+  be->iface->buf_copy(be, dst, dst_offset, src, src_offset, n);
 }
 /* Copies rows: dst[i, :] = src[rows[i], :] (width floats each). */
 static inline void rg_buf_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n,

@@ -80,6 +80,11 @@ static void cpu_buf_upload(rg_backend *be, rg_buf *dst, size_t offset, const flo
   memcpy(dst->data + offset, src, n * sizeof(float));
 }
 
+static void cpu_buf_copy(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset,
+                         size_t n) {
+  memcpy(dst->data + dst_offset, src->data + src_offset, n * sizeof(float));
+}
+
 static int cpu_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
   memcpy(dst, src->data + offset, n * sizeof(float));
   return cpu_status(be);
@@ -450,6 +455,7 @@ static const rg_backend_iface CPU_IFACE = {
     .batch_free = cpu_batch_free,
     .batch_set = cpu_batch_set,
     .gather_rows = cpu_gather_rows,
+    .buf_copy = cpu_buf_copy,
     .weight_new = cpu_weight_new,
     .weight_free = cpu_weight_free,
     .weight_bytes = cpu_weight_bytes,

@@ -141,6 +141,19 @@ void rg_session_drop(rg_session *s, int seq) {
   if (seq >= 0 && seq < s->max_seqs) s->seq_len[seq] = 0;
 }
 
+int rg_session_fork(rg_session *s, int src, int dst) {
+  if (src < 0 || src >= s->max_seqs || dst < 0 || dst >= s->max_seqs || src == dst)
+    return rg_error_set("session fork: sequences %d -> %d of %d", src, dst, s->max_seqs);
+  const size_t kvd = (size_t)s->cfg.n_kv_heads * s->cfg.head_dim, n = (size_t)s->seq_len[src] * kvd;
+  const size_t from = (size_t)src * s->max_ctx * kvd, to = (size_t)dst * s->max_ctx * kvd;
+  for (int l = 0; l < s->cfg.n_layers; l++) {
+    rg_buf_copy(s->be, s->k_cache[l], to, s->k_cache[l], from, n);
+    rg_buf_copy(s->be, s->v_cache[l], to, s->v_cache[l], from, n);
+  }
+  s->seq_len[dst] = s->seq_len[src];
+  return rg_backend_status(s->be) < 0 ? rg_error_prefix("session fork") : 0;
+}
+
 /* ---------------------------------------------------------------- interventions */
 
 int rg_session_set_intervention(rg_session *s, const rg_intervention *iv) {

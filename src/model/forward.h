@@ -66,6 +66,12 @@ int rg_session_seq_len(const rg_session *s, int seq);
 void rg_session_reset(rg_session *s);
 void rg_session_drop(rg_session *s, int seq);
 
+/* Makes sequence DST a copy of sequence SRC: its cached tokens (the KV
+ * cache rows of every layer) and length, so both continue from the same
+ * prefix, which is computed once (GCG's candidates share the text before
+ * their suffix). Returns 0, or -1 with the error set (bad or equal ids). */
+int rg_session_fork(rg_session *s, int src, int dst);
+
 /* Sets the interventions (copied; NULL or all-NULL vectors = none). Returns
  * 0, or -1 with the error set (layer out of range). */
 int rg_session_set_intervention(rg_session *s, const rg_intervention *iv);
