@@ -32,6 +32,7 @@
 #include "model/dtype.h"
 #include "model/hf_config.h"
 #include "model/hf_write.h"
+#include "model/model_shapes.h"
 #include "model/safetensors_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -54,50 +55,6 @@ typedef struct {
   rg_dtype type; /* RG_BF16, RG_F16 or RG_F32 */
   float std, norm_std;
 } synth;
-
-static int add_tensor(synth *s, const char *name, int64_t rows, int64_t cols) {
-  rg_tensor *t = &s->t[s->n];
-  t->name = strdup(name);
-  if (!t->name) return rg_error_set("out of memory");
-  t->type = s->type;
-  t->n_dims = cols ? 2 : 1;
-  t->ne[0] = cols ? cols : rows; /* ggml order: [in, out] for a Linear [out, in] */
-  t->ne[1] = cols ? rows : 1;
-  t->ne[2] = t->ne[3] = 1;
-  s->n++;
-  return 0;
-}
-
-/* The tensors of a model of config C in transformers' state_dict order. */
-static int plan_tensors(synth *s, const rg_config *c) {
-  const int64_t d = c->d_model, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
-  s->t = calloc((size_t)c->n_layers * 12 + 3, sizeof *s->t);
-  if (!s->t) return rg_error_set("out of memory");
-  char name[96];
-  int rc = add_tensor(s, "model.embed_tokens.weight", c->vocab_size, d);
-  for (int il = 0; il < c->n_layers && rc == 0; il++) {
-    const struct {
-      const char *suffix;
-      int64_t rows, cols;
-      bool bias;
-    } parts[] = {
-        {"self_attn.q_proj.weight", q, d, false},   {"self_attn.q_proj.bias", q, 0, true},
-        {"self_attn.k_proj.weight", kv, d, false},  {"self_attn.k_proj.bias", kv, 0, true},
-        {"self_attn.v_proj.weight", kv, d, false},  {"self_attn.v_proj.bias", kv, 0, true},
-        {"self_attn.o_proj.weight", d, q, false},   {"mlp.gate_proj.weight", c->d_ff, d, false},
-        {"mlp.up_proj.weight", c->d_ff, d, false},  {"mlp.down_proj.weight", d, c->d_ff, false},
-        {"input_layernorm.weight", d, 0, false},    {"post_attention_layernorm.weight", d, 0, false},
-    };
-    for (size_t k = 0; k < sizeof parts / sizeof parts[0] && rc == 0; k++) {
-      if (parts[k].bias && !c->attn_qkv_bias) continue;
-      snprintf(name, sizeof name, "model.layers.%d.%s", il, parts[k].suffix);
-      rc = add_tensor(s, name, parts[k].rows, parts[k].cols);
-    }
-  }
-  if (rc == 0) rc = add_tensor(s, "model.norm.weight", d, 0);
-  if (rc == 0 && !c->tied_embeddings) rc = add_tensor(s, "lm_head.weight", c->vocab_size, d);
-  return rc;
-}
 
 /* normal(0, 1) for element J of tensor I: Box-Muller on two uniforms in
  * (0, 1] drawn from the hash of (seed, i, j). */
@@ -316,7 +273,7 @@ int cmd_synth_model(int argc, char **argv) {
   const rg_st_metadata meta = {keys, vals, 1};
   rg_st_shard_opts so = {.max_shard_bytes = max_shard_bytes, .meta = &meta, .fill = fill_weights,
                          .fill_ctx = &s, .progress = stderr};
-  rc = plan_tensors(&s, &cfg);
+  rc = rg_model_shape_tensors(&cfg, s.type, &s.t, &s.n);
   /* Side files first, the shard set (ending with its index) last. */
   if (rc == 0) rc = write_config(out, config_path, DTYPES[di].torch_dtype);
   if (rc == 0) rc = write_tokenizer(out, cfg.vocab_size);

@@ -7,7 +7,13 @@
  * --config the defaults apply and --model is required. Writes RUN_DIR as
  * trainer.h describes; --resume continues a killed run from its newest
  * state, refusing a RUN_DIR of another configuration. One progress line per
- * update goes to stderr. */
+ * update goes to stderr.
+ *
+ * `refgeo train --plan --config RUN.ini [--device cpu|gpu:NG] [--json]`
+ * prints the run's memory plan instead (src/adv_ft/train_plan.h): the
+ * bytes the trainer's allocation steps ask for on a counting backend, and
+ * whether they fit the device (cpu: this machine's RAM, the default; gpu:NG:
+ * N GiB). Nothing is written; --out is not needed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +25,8 @@
 #include "commands.h"
 #include "util/error.h"
 
-static const char USAGE[] = "--config RUN.ini --out RUN_DIR [--resume] [--KEY VALUE ...]";
+static const char USAGE[] =
+    "--config RUN.ini --out RUN_DIR [--resume] [--KEY VALUE ...] | --plan --config RUN.ini [--device cpu|gpu:NG] [--json]";
 
 /* The flags in cli.c's usage format ("  --NAME KIND\tHELP"), every config
  * key as --its-name. */
@@ -27,6 +34,9 @@ static int usage(void) {
   printf("usage: refgeo train %s\n", USAGE);
   printf("  --config VALUE\tthe run's INI file\n  --out VALUE\tthe run directory\n");
   printf("  --resume\tcontinue the run in --out from its newest state\n");
+  printf("  --plan\tprint the run's memory plan and whether it fits --device; train nothing\n");
+  printf("  --device VALUE\twith --plan: cpu (this machine's RAM, the default) or gpu:NG (N GiB)\n");
+  printf("  --json\twith --plan: the plan as one JSON object\n");
   const char *section, *help, *kind, *name;
   for (int i = 0; (name = rg_train_config_key(i, &section, &help, NULL, &kind)) != NULL; i++) {
     printf("  --");
@@ -40,23 +50,43 @@ static int usage(void) {
  * after the file. */
 static bool is_flag(const char *a, const char *name) { return strncmp(a, "--", 2) == 0 && strcmp(a + 2, name) == 0; }
 
+/* Flags of this command that take a value and are not config keys. */
+static bool is_own_value_flag(const char *a) { return is_flag(a, "config") || is_flag(a, "out") || is_flag(a, "device"); }
+static bool is_own_switch(const char *a) { return is_flag(a, "resume") || is_flag(a, "plan") || is_flag(a, "json"); }
+
+static int plan(rg_train_config *cfg, const char *device, bool json) {
+  rg_train_plan p = {0};
+  if (rg_train_plan_device(&p, device) < 0 || rg_trainer_plan(cfg, &p) < 0) return -1;
+  rg_train_plan_print(&p, stdout, json);
+  return 0;
+}
+
 int cmd_train(int argc, char **argv) {
-  const char *config_path = NULL, *out = NULL;
-  bool resume = false;
+  const char *config_path = NULL, *out = NULL, *device = NULL;
+  bool resume = false, want_plan = false, json = false;
   for (int i = 1; i < argc; i++) {
     if (is_flag(argv[i], "help")) return usage();
-    if (is_flag(argv[i], "resume")) {
-      resume = true;
-    } else if (is_flag(argv[i], "config") || is_flag(argv[i], "out")) {
+    if (is_flag(argv[i], "resume")) resume = true;
+    if (is_flag(argv[i], "plan")) want_plan = true;
+    if (is_flag(argv[i], "json")) json = true;
+    if (is_own_value_flag(argv[i])) {
       if (i + 1 >= argc) {
         rg_error_set("%s: missing value", argv[i]);
         return cli_fail();
       }
-      *(is_flag(argv[i], "config") ? &config_path : &out) = argv[i + 1];
+      *(is_flag(argv[i], "config") ? &config_path : is_flag(argv[i], "out") ? &out : &device) = argv[i + 1];
       i++;
     }
   }
-  if (!out) {
+  if ((device || json) && !want_plan) {
+    rg_error_set("--device and --json go with --plan (usage: refgeo train %s)", USAGE);
+    return cli_fail();
+  }
+  if (want_plan && (out || resume)) {
+    rg_error_set("--plan writes nothing: drop --out and --resume (usage: refgeo train %s)", USAGE);
+    return cli_fail();
+  }
+  if (!out && !want_plan) {
     rg_error_set("--out RUN_DIR is required (usage: refgeo train %s)", USAGE);
     return cli_fail();
   }
@@ -68,8 +98,8 @@ int cmd_train(int argc, char **argv) {
   if (config_path) rc = rg_train_config_read(&cfg, config_path);
   /* the flags, over the file */
   for (int i = 1; rc == 0 && i < argc; i++) {
-    if (is_flag(argv[i], "resume")) continue;
-    if (is_flag(argv[i], "config") || is_flag(argv[i], "out")) {
+    if (is_own_switch(argv[i])) continue;
+    if (is_own_value_flag(argv[i])) {
       i++;
       continue;
     }
@@ -87,6 +117,11 @@ int cmd_train(int argc, char **argv) {
     i++;
   }
   if (rc == 0) rc = rg_train_config_check(&cfg);
+  if (rc == 0 && want_plan) rc = plan(&cfg, device ? device : "cpu", json);
+  if (want_plan) {
+    rg_train_config_free(&cfg);
+    return rc == 0 ? 0 : cli_fail();
+  }
   rg_trainer *t = rc == 0 ? rg_trainer_open(&cfg, out, resume) : NULL;
   if (!t) {
     rg_train_config_free(&cfg);

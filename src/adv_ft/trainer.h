@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "adv_ft/train_config.h"
+#include "adv_ft/train_plan.h"
 
 typedef struct rg_trainer rg_trainer;
 
@@ -47,6 +48,13 @@ void rg_trainer_free(rg_trainer *t);
  * PROGRESS (may be NULL) gets one line per update. Returns 0, or -1 with the
  * error set. */
 int rg_trainer_run(rg_trainer *t, FILE *progress);
+
+/* The memory plan of a run of CFG (train_plan.h) into PLAN, whose device
+ * fields rg_train_plan_device has set: the allocation steps of
+ * rg_trainer_open on a plan backend; no run dir, no utility data, nothing
+ * written. Takes ownership of *CFG (zeroed) as rg_trainer_open does.
+ * Returns 0 or -1 with the error set. */
+int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan);
 
 /* Updates done so far. */
 long rg_trainer_step(const rg_trainer *t);

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "model/backend_plan.h"
 #include "util/error.h"
 
 typedef struct {
@@ -10,8 +11,10 @@ typedef struct {
   rg_backend *(*make)(const rg_backend_opts *o);
 } backend_entry;
 
-/* Every backend this build has; a GPU build adds its entries here. */
-static const backend_entry BACKENDS[] = {{"cpu", rg_backend_cpu_new}};
+/* Every backend this build has; a GPU build adds its entries here. The
+ * plan backends count bytes instead of computing (backend_plan.h). */
+static const backend_entry BACKENDS[] = {
+    {"cpu", rg_backend_cpu_new}, {"plan-cpu", rg_backend_plan_cpu_new}, {"plan-gpu", rg_backend_plan_gpu_new}};
 enum { N_BACKENDS = sizeof BACKENDS / sizeof BACKENDS[0] };
 
 rg_backend *rg_backend_new(const rg_backend_opts *o) {
