@@ -17,6 +17,14 @@ int rg_pool_draw(uint64_t *rng, int n) {
   return (int)(((unsigned __int128)rg_splitmix64(rng) * (uint64_t)n) >> 64);
 }
 
+void rg_pool_pick(uint64_t *rng, int *items, int n, int k) {
+  for (int i = 0; i < k; i++) {
+    const int j = i + rg_pool_draw(rng, n - i), t = items[i];
+    items[i] = items[j];
+    items[j] = t;
+  }
+}
+
 /* Fills E with behavior B, a random target and a fresh "! ! ..." suffix. */
 static int fill_entry(rg_pool_entry *e, const rg_model *m, const rg_r2d2_data *d, int b, uint64_t *rng) {
   const int marks = SUFFIX_MARKS_MIN + rg_pool_draw(rng, SUFFIX_MARKS_MAX - SUFFIX_MARKS_MIN + 1);
@@ -43,18 +51,13 @@ int rg_pool_init(rg_pool *p, const rg_model *m, const rg_r2d2_data *d, int n, ui
   p->data = d;
   if (!(p->items = calloc((size_t)n, sizeof *p->items))) return rg_error_set("pool: out of memory");
   p->n = n;
-  /* n distinct behaviors: a partial Fisher-Yates shuffle of the eligible list */
+  /* n distinct behaviors of the eligible list */
   int *order = malloc((size_t)d->n_init * sizeof *order);
   if (!order) return rg_error_set("pool: out of memory");
   memcpy(order, d->init, (size_t)d->n_init * sizeof *order);
+  rg_pool_pick(rng, order, d->n_init, n);
   int rc = 0;
-  for (int i = 0; rc == 0 && i < n; i++) {
-    const int j = i + rg_pool_draw(rng, d->n_init - i);
-    const int t = order[i];
-    order[i] = order[j];
-    order[j] = t;
-    rc = fill_entry(&p->items[i], m, d, order[i], rng);
-  }
+  for (int i = 0; rc == 0 && i < n; i++) rc = fill_entry(&p->items[i], m, d, order[i], rng);
   free(order);
   if (rc < 0) rg_pool_free(p);
   return rc;
@@ -74,12 +77,9 @@ int rg_pool_reset(rg_pool *p, const rg_model *m, double fraction, uint64_t *rng)
   int *order = malloc((size_t)p->n * sizeof *order);
   if (!order) return rg_error_set("pool: out of memory");
   for (int i = 0; i < p->n; i++) order[i] = i;
+  rg_pool_pick(rng, order, p->n, k);
   int rc = 0;
   for (int i = 0; rc == 0 && i < k; i++) {
-    const int j = i + rg_pool_draw(rng, p->n - i);
-    const int t = order[i];
-    order[i] = order[j];
-    order[j] = t;
     const int b = p->data->init[rg_pool_draw(rng, p->data->n_init)];
     rc = fill_entry(&p->items[order[i]], m, p->data, b, rng);
   }

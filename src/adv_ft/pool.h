@@ -64,4 +64,8 @@ int rg_pool_from_json(rg_pool *p, const rg_model *m, const rg_r2d2_data *d, cons
 /* A uniform draw in [0, n) from the stream (n >= 1). */
 int rg_pool_draw(uint64_t *rng, int n);
 
+/* A partial Fisher-Yates shuffle: items[0..k) become k distinct random
+ * items of items[0..n), in random order (k <= n). */
+void rg_pool_pick(uint64_t *rng, int *items, int n, int k);
+
 #endif

@@ -456,11 +456,7 @@ static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
   /* cases_per_step entries in a random order (a partial Fisher-Yates) */
   int order[t->pool.n];
   for (int i = 0; i < t->pool.n; i++) order[i] = i;
-  for (int i = 0; i < c->cases_per_step; i++) {
-    const int j = i + rg_pool_draw(&t->rng, t->pool.n - i), tmp = order[i];
-    order[i] = order[j];
-    order[j] = tmp;
-  }
+  rg_pool_pick(&t->rng, order, t->pool.n, c->cases_per_step);
   rg_r2d2_case cases[t->pool.n];
   for (int i = 0; i < c->cases_per_step; i++) cases[i] = pool_case(t, &t->pool.items[order[i]]);
   const rg_gcg_opts go = {.steps = c->gcg_steps, .search_width = c->search_width, .top_k = c->top_k};
