@@ -127,7 +127,9 @@ static int open_sessions(rg_trainer *t) {
 
 static int open_weights(rg_trainer *t) {
   const rg_train_config *c = &t->cfg;
-  rg_backend_opts bo = {.threads = c->threads};
+  /* memory committed at allocation: the run holds its planned peak from
+   * the start, and one that does not fit fails before the first update */
+  rg_backend_opts bo = {.threads = c->threads, .commit = true};
   rg_weight_mode mode = RG_WEIGHTS_AUTO;
   if (t->plan) { /* a GPU keeps frozen matrices in their file dtype (backend_plan.h) */
     bo.name = t->plan->gpu ? "plan-gpu" : "plan-cpu";

@@ -62,6 +62,13 @@ typedef enum {
 typedef struct {
   const char *name; /* "cpu"; NULL = "cpu" */
   int threads;      /* <= 0: all online CPUs */
+  /* Commit memory when it is allocated (the CPU backend writes every new
+   * buffer's pages): the process then holds from the start what it will
+   * hold at its peak, which the trainer's memory plan reports, and a run
+   * that does not fit fails at its start, not hours in. Off: pages are
+   * taken when first written (a session sized for its longest batch holds
+   * what its batches touched). */
+  bool commit;
 } rg_backend_opts;
 
 /* The attention problem of one ragged batch: token t of the batch belongs

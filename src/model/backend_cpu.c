@@ -59,13 +59,18 @@ static int cpu_status(rg_backend *be) {
 
 static rg_buf *cpu_buf_new(rg_backend *be, size_t n) {
   rg_buf *b = malloc(sizeof *b);
-  float *d = calloc(n ? n : 1, sizeof(float));
+  /* calloc reserves zero pages that are taken only when written; to commit
+   * them, write them (explicit_bzero: a memset after calloc is a store the
+   * compiler may drop as redundant) */
+  const bool commit = cpu(be)->commit;
+  float *d = commit ? malloc((n ? n : 1) * sizeof(float)) : calloc(n ? n : 1, sizeof(float));
   if (!b || !d) {
     free(b);
     free(d);
     rg_error_set("cpu backend: out of memory allocating %zu floats", n);
     return NULL;
   }
+  if (commit) explicit_bzero(d, (n ? n : 1) * sizeof(float));
   b->n = n;
   b->data = d;
   return b;
@@ -503,5 +508,6 @@ rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads < 1) threads = 1;
   c->base = (rg_backend){.iface = &CPU_IFACE, .threads = threads};
+  c->commit = o.commit;
   return &c->base;
 }

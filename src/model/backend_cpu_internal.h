@@ -21,6 +21,7 @@ typedef struct {
   rg_backend base;
   float *tile; /* dequantization scratch for tiled weights, tile_floats per thread */
   size_t tile_floats;
+  bool commit;     /* rg_backend_opts.commit */
   bool failed;     /* an operation failed since the last rg_backend_status */
   char error[256]; /* its message */
 } cpu_backend;
