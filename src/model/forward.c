@@ -32,10 +32,15 @@ static int alloc_buffers(rg_session *s) {
   const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
   act_bufs *a = &s->a;
   rg_backend *be = s->be;
-  if (!(a->x = rg_buf_new(be, T * d)) || !(a->xn = rg_buf_new(be, T * d)) || !(a->q = rg_buf_new(be, T * qd)) ||
-      !(a->k = rg_buf_new(be, T * kvd)) || !(a->v = rg_buf_new(be, T * kvd)) || !(a->att = rg_buf_new(be, T * qd)) ||
-      !(a->tmp = rg_buf_new(be, T * d)) || !(a->gate = rg_buf_new(be, T * c->d_ff)) ||
-      !(a->up = rg_buf_new(be, T * c->d_ff)) || !(a->last = rg_buf_new(be, R * d)) ||
+  /* A training session's blocks read and write their own saved copies
+   * (train_state.saved, block_buffers): the shared x, xn, q, att, gate and
+   * up buffers are an inference session's only. */
+  if (!s->train && (!(a->x = rg_buf_new(be, T * d)) || !(a->xn = rg_buf_new(be, T * d)) ||
+                    !(a->q = rg_buf_new(be, T * qd)) || !(a->att = rg_buf_new(be, T * qd)) ||
+                    !(a->gate = rg_buf_new(be, T * c->d_ff)) || !(a->up = rg_buf_new(be, T * c->d_ff))))
+    return -1;
+  if (!(a->k = rg_buf_new(be, T * kvd)) || !(a->v = rg_buf_new(be, T * kvd)) || !(a->tmp = rg_buf_new(be, T * d)) ||
+      !(a->last = rg_buf_new(be, R * d)) ||
       !(a->logits = rg_buf_new(be, R * c->vocab_size)) || !(a->losses = rg_buf_new(be, R)) ||
       !(a->hooked = rg_buf_new(be, T * d)) || !(s->ablate_unit = rg_buf_new(be, d)) ||
       !(s->actadd_vec = rg_buf_new(be, d)) || !(s->batch = rg_batch_new(be, (int)T)))

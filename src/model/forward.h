@@ -42,9 +42,11 @@ typedef struct {
    * max_batch_tokens to get logits at every position (training, KL). */
   int max_logit_rows;
   /* A training session: every block keeps its activations of the last
-   * rg_session_eval (5 d + 2 n_heads*head_dim + 2 d_ff floats per token and
-   * layer, for max_batch_tokens tokens) for rg_session_backward
-   * (backward.h). */
+   * rg_session_eval (4 d + 2 n_heads*head_dim + 2 d_ff floats per token and
+   * layer, plus d + d_ff per token for the last block's output and the MLP
+   * product, for max_batch_tokens tokens) for rg_session_backward
+   * (backward.h); it has none of an inference session's shared block
+   * buffers. */
   bool train;
 } rg_session_opts;
 
