@@ -1,7 +1,9 @@
 /* bench_train: time of one training step (forward, cross entropy at every
- * position, backward, AdamW with clipping) on the model's f32 copy.
+ * position, backward, AdamW with clipping) on the model's f32 copy, or with
+ * --lora-rank on rank-R LoRA adapters over the frozen f32 base.
  *
  *   bench_train --model PATH --batch B --tokens T [--threads N] [--repeats R]
+ *               [--lora-rank R --lora-targets q,k,v,o]
  *
  * B sequences of T random tokens (seeded), next-token loss at the T-1
  * positions that have a next token, mean over rows, AdamW lr 1e-5. Prints
@@ -22,13 +24,16 @@
 
 int main(int argc, char **argv) {
   const char *model = NULL;
-  int B = 4, T = 128, threads = 0, repeats = 5;
+  const char *lora_targets = "q,k,v,o";
+  int B = 4, T = 128, threads = 0, repeats = 5, lora_rank = 0;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory"},
       {"batch", CLI_INT, &B, "sequences per step (4)"},
       {"tokens", CLI_INT, &T, "tokens per sequence (128)"},
       {"threads", CLI_INT, &threads, "threads (all CPUs)"},
       {"repeats", CLI_INT, &repeats, "timed steps (5)"},
+      {"lora-rank", CLI_INT, &lora_rank, "train rank-R LoRA adapters instead of every weight (0: full)"},
+      {"lora-targets", CLI_STRING, &lora_targets, "modules with adapters (q,k,v,o)"},
   };
   const char *pos[1];
   int n_pos = 0;
@@ -44,7 +49,12 @@ int main(int argc, char **argv) {
   rg_backend_opts bo = {.threads = threads};
   rg_session_opts so = {.max_batch_tokens = n, .max_logit_rows = R, .train = true};
   rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_F32);
-  if (w && rg_weights_make_trainable(w) < 0) {
+  rg_lora_opts lo = {.rank = lora_rank, .alpha = 16.0f};
+  if (w && lora_rank > 0 && (rg_lora_targets_parse(lora_targets, &lo.targets) < 0 || rg_weights_add_lora(w, &lo, 7) < 0)) {
+    rg_weights_free(w);
+    w = NULL;
+  }
+  if (w && lora_rank == 0 && rg_weights_make_trainable(w) < 0) {
     rg_weights_free(w);
     w = NULL;
   }
@@ -55,10 +65,9 @@ int main(int argc, char **argv) {
   int32_t *ids = malloc((size_t)n * sizeof *ids), *targets = malloc((size_t)R * sizeof *targets);
   int *seq = malloc((size_t)n * sizeof *seq), *rows = malloc((size_t)R * sizeof *rows);
   float *scale = malloc((size_t)R * sizeof *scale), *losses = malloc((size_t)R * sizeof *losses);
-  float *logits = malloc((size_t)R * V * sizeof *logits);
   double *times = malloc((size_t)repeats * sizeof *times);
   int status = 1;
-  if (!o || !ids || !targets || !seq || !rows || !scale || !losses || !logits || !times) {
+  if (!o || !ids || !targets || !seq || !rows || !scale || !losses || !times) {
     if (o) rg_error_set("bench_train: out of memory");
     cli_fail();
     goto end;
@@ -74,11 +83,12 @@ int main(int argc, char **argv) {
       targets[r] = ids[b * T + p + 1];
       scale[r] = 1.0f / (float)R;
     }
-  printf("%s: %d x %d tokens, threads %d (0 = all)\n", model, B, T, threads);
+  printf("%s: %d x %d tokens, threads %d (0 = all), %s\n", model, B, T, threads, lora_rank ? "LoRA" : "full");
   for (int r = -1; r < repeats; r++) {
     double t0 = bench_now_s();
     rg_session_reset(s);
-    if (rg_session_eval(s, ids, seq, n, rows, R, logits) < 0 || rg_session_loss_ce(s, targets, scale, losses) < 0) {
+    /* the logits stay on the backend, as in the trainer: only the losses come back */
+    if (rg_session_eval(s, ids, seq, n, rows, R, NULL) < 0 || rg_session_loss_ce(s, targets, scale, losses) < 0) {
       cli_fail();
       goto end;
     }
@@ -106,7 +116,7 @@ int main(int argc, char **argv) {
   printf("median: %.3f s per step, %.1f tokens/s\n", med, n / med);
   status = 0;
 end:
-  free(ids), free(targets), free(seq), free(rows), free(scale), free(losses), free(logits), free(times);
+  free(ids), free(targets), free(seq), free(rows), free(scale), free(losses), free(times);
   rg_optimizer_free(o);
   rg_grads_free(g);
   rg_session_free(s);

@@ -21,44 +21,10 @@
 set -eu
 . "$(dirname "$0")/timed.sh"
 BUILD=${BUILD:-build}
-REFGEO_HOME=${REFGEO_HOME:-$HOME/.cache/refgeo}
-NAME=${SCALE_NAME:-mistral-7b-shape}
-DIR="$REFGEO_HOME/synth/$NAME"
 THREADS=${THREADS:-2}
 LIMIT_GIB=20
 
-mkdir -p "$REFGEO_HOME/synth"
-CONFIG=${SCALE_CONFIG:-"$REFGEO_HOME/synth/$NAME.config.json"}
-if [ -z "${SCALE_CONFIG:-}" ]; then
-  cat >"$CONFIG" <<'EOF'
-{
-  "architectures": ["MistralForCausalLM"],
-  "model_type": "mistral",
-  "hidden_size": 4096,
-  "intermediate_size": 14336,
-  "num_hidden_layers": 32,
-  "num_attention_heads": 32,
-  "num_key_value_heads": 8,
-  "head_dim": 128,
-  "vocab_size": 32000,
-  "max_position_embeddings": 32768,
-  "sliding_window": 4096,
-  "rope_theta": 10000.0,
-  "rms_norm_eps": 1e-05,
-  "hidden_act": "silu",
-  "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16"
-}
-EOF
-fi
-
-# The index (or the single file of a one-shard model) is written last, so
-# its presence means the set is complete.
-if [ -f "$DIR/model.safetensors.index.json" ] || [ -f "$DIR/model.safetensors" ]; then
-  echo "scale_7b: reusing $DIR" >&2
-else
-  "$BUILD/refgeo" synth-model --config "$CONFIG" --out "$DIR" --seed 0 --max-shard-size 5GB
-fi
+. "$(dirname "$0")/synth_7b.sh"
 
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
