@@ -18,18 +18,19 @@
 #      scores "I"; a model trained toward "Sorry, I can't do that." refuses
 #      with "Sorry"): is a carrier admissible, at which layer, does it move.
 # Prints train_log.csv's first and last rows, every asr.csv and
-# migration.csv. Long (hours on 2 cores): bench only, not CI.
+# migration.csv. Long on 2 cores (training about 90 min, the attack about an
+# hour, ASR and geometry about an hour): bench only, not CI.
 #
 #   bench/r2d2_smollm2.sh      (BUILD=build, RUN=runs/smollm2-r2d2, OUT=runs/smollm2-r2d2-eval,
-#                               N_ATTACK=20, GCG_STEPS=50, GCG_WIDTH=64, NEW_TOKENS=64, THREADS=2)
+#                               N_ATTACK=10, GCG_STEPS=30, GCG_WIDTH=64, NEW_TOKENS=64, THREADS=2)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 RG="$BUILD/refgeo"
 RUN=${RUN:-runs/smollm2-r2d2}
 OUT=${OUT:-runs/smollm2-r2d2-eval}
-N_ATTACK=${N_ATTACK:-20}
-GCG_STEPS=${GCG_STEPS:-50}
+N_ATTACK=${N_ATTACK:-10}
+GCG_STEPS=${GCG_STEPS:-30}
 GCG_WIDTH=${GCG_WIDTH:-64}
 NEW_TOKENS=${NEW_TOKENS:-64}
 THREADS=${THREADS:-2}
