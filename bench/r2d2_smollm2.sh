@@ -48,8 +48,15 @@ tail -1 "$RUN/train_log.csv"
 
 echo "== 2. GCG test cases on the base model"
 for split in val test; do
+  # the standard behaviors only (the CSVs interleave contextual and copyright ones)
+  python3 -c 'import csv, sys
+r = csv.DictReader(open(sys.argv[1], newline=""))
+w = csv.DictWriter(open(sys.argv[2], "w", newline=""), fieldnames=r.fieldnames)
+w.writeheader()
+w.writerows(x for x in r if x["FunctionalCategory"] == "standard")' \
+    "$HB/harmbench_behaviors_text_$split.csv" "$OUT/standard_$split.csv"
   cases="$OUT/gcg_base_$split.json"
-  [ -f "$cases" ] || "$RG" attack "$MODEL" --behaviors "$HB/harmbench_behaviors_text_$split.csv" --limit "$N_ATTACK" \
+  [ -f "$cases" ] || "$RG" attack "$MODEL" --behaviors "$OUT/standard_$split.csv" --limit "$N_ATTACK" \
     --steps "$GCG_STEPS" --search-width "$GCG_WIDTH" --threads "$THREADS" --out "$cases" --log "$OUT/gcg_base_$split.csv"
 done
 
@@ -57,8 +64,8 @@ echo "== 3. ASR per checkpoint"
 for split in val test; do
   "$RG" asr --run-dir "$RUN" --behaviors "$HB/harmbench_behaviors_text_$split.csv" --functional-category standard \
     --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" --out "$OUT/asr_direct_$split"
-  "$RG" asr --run-dir "$RUN" --behaviors "$HB/harmbench_behaviors_text_$split.csv" --test-cases "$OUT/gcg_base_$split.json" \
-    --attack-name FixedSourceGCG --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" --out "$OUT/asr_gcg_$split"
+  "$RG" asr --run-dir "$RUN" --behaviors "$OUT/standard_$split.csv" --test-cases "$OUT/gcg_base_$split.json" \
+    --functional-category standard --attack-name FixedSourceGCG --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" --out "$OUT/asr_gcg_$split"
   echo "-- $split: DirectRequest, then the base model's GCG test cases"
   cat "$OUT/asr_direct_$split/asr.csv" "$OUT/asr_gcg_$split/asr.csv"
 done
