@@ -13,7 +13,8 @@
  *      state-rename      after state 3 is in place, state 2 not yet removed;
  *      optimizer         after update 4's AdamW step, before its log,
  *                        state and checkpoint;
- *    and then continued with --resume on as many threads. After each kill,
+ *    and then continued with --resume on as many threads; and in LoRA mode
+ *    (rank 4 on q, v, gate) one kill inside update 3. After each kill,
  *    everything visible is whole: each checkpoint-N loads with refgeo's
  *    loader, each state/step-N holds its three files. After the resume,
  *    the final parameters (state/step-4/params.f32) and checkpoints 2 and 4
@@ -176,6 +177,30 @@ static void test_resume_after_kill(void **state) {
   free(config);
 }
 
+/* The same for LoRA adapters (the state holds the adapters only; the
+ * checkpoints the merged weights): one kill inside an update. */
+static void test_lora_resume_after_kill(void **state) {
+  (void)state;
+  char *config = write_config("train_lora_resume.ini", "mode = lora\nlora_rank = 4\nlora_targets = q,v,gate\n", "");
+  char *ref = run_dir("train_lora_ref"), *dir = run_dir("train_lora_killed");
+  char *err = NULL;
+  if (train(config, ref, "", &err) != 0) fail_msg("reference run: %s", err);
+  free(err);
+  setenv("REFGEO_KILL_AT", "update:3", 1);
+  const int killed = train(config, dir, "", NULL);
+  unsetenv("REFGEO_KILL_AT");
+  assert_int_equal(killed, 128 + SIGKILL);
+  if (train(config, dir, "--resume", &err) != 0) fail_msg("resume: %s", err);
+  free(err);
+  char *a = rg_path_join(ref, "state/step-4"), *b = rg_path_join(dir, "state/step-4");
+  assert_same_file(a, b, "params.f32");
+  assert_same_file(a, b, "moments.f32");
+  free(a), free(b);
+  a = rg_path_join(ref, "checkpoint-4"), b = rg_path_join(dir, "checkpoint-4");
+  assert_same_file(a, b, "model.safetensors");
+  free(a), free(b), free(dir), free(ref), free(config);
+}
+
 /* Every parameter of the model in DIR as float32, concatenated in
  * rg_weights order; *n gets the count. */
 static float *load_params(const char *dir, size_t *n) {
@@ -294,6 +319,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_after_kill),
       cmocka_unit_test(test_checkpoints_reload),
+      cmocka_unit_test(test_lora_resume_after_kill),
       cmocka_unit_test(test_bad_input),
   };
   const int rc = cmocka_run_group_tests(tests, NULL, NULL);
