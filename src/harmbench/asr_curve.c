@@ -9,6 +9,7 @@
 #include "util/csv_table.h"
 #include "util/csv_write.h"
 #include "util/error.h"
+#include "util/printed_decimal.h"
 
 /* Whole-field integer / number parsing; 0 or -1 with the error set. */
 static int parse_long(const rg_csv *t, size_t r, int col, long *out) {
@@ -33,16 +34,31 @@ static int parse_double(const rg_csv *t, size_t r, int col, double *out) {
   return 0;
 }
 
-/* The derived columns are rounded by whoever wrote them; 1e-9 accepts any
- * writer that printed >= 10 significant digits and still catches a wrong
- * count or a swapped column. */
-static int check_derived(const rg_csv *t, size_t r, int col, double want) {
-  double v;
+/* The derived columns are recomputed from n and successes, and the file's
+ * values only have to agree with them to the precision they are printed
+ * with: a curve typed from a paper or exported by a spreadsheet writes the
+ * Wilson bound 0.018845... as 0.0188 or 1.88e-2, and that is not a
+ * disagreement. The tolerance is half a unit in the cell's last printed digit
+ * plus 1e-9, which covers float64 rounding in whoever computed a
+ * full-precision value (~1e-16) and a value that sits exactly on a rounding
+ * boundary (7/200 = 0.035 printed as 0.04). A wrong count moves asr by 1/n,
+ * so it is caught whenever the cell is printed finer than that; a column
+ * printed coarser cannot tell neighbouring counts apart, and then nothing is
+ * lost by accepting it because only n and successes are used. WHAT names the
+ * recomputation for the message. */
+static int check_derived(const rg_csv *t, size_t r, int col, const rg_asr_point *p, const char *what, double want) {
+  double v, half_unit;
   if (col < 0) return 0;
-  if (parse_double(t, r, col, &v) != 0) return -1;
-  if (fabs(v - want) > 1e-9)
-    return rg_error_set("%s: row %zu: %s = %s but successes/n gives %.10g", t->path, r + 1, t->header[col],
-                        t->rows[r][col], want);
+  const char *text = t->rows[r][col];
+  if (rg_parse_printed_decimal(text, &v, &half_unit) != 0)
+    return rg_error_prefix("%s: row %zu: %s", t->path, r + 1, t->header[col]);
+  double tolerance = half_unit + 1e-9;
+  if (!(fabs(v - want) <= tolerance))
+    return rg_error_set("%s: row %zu (step %ld, attack %s): %s = %s contradicts %s %ld/%ld = %.10g beyond its "
+                        "printed precision (difference %.3g > tolerance %.3g: half a unit in the last printed digit "
+                        "plus 1e-9)",
+                        t->path, r + 1, p->step, p->attack, t->header[col], text, what, p->successes, p->n, want,
+                        fabs(v - want), tolerance);
   return 0;
 }
 
@@ -71,11 +87,6 @@ int rg_asr_curve_read(const char *path, rg_asr_curve *out) {
                    p->successes, p->n);
       goto fail;
     }
-    double lo, hi;
-    rg_wilson_interval(p->successes, p->n, RG_Z95, &lo, &hi);
-    if (check_derived(t, r, c_asr, (double)p->successes / (double)p->n) || check_derived(t, r, c_lo, lo) ||
-        check_derived(t, r, c_hi, hi))
-      goto fail;
     p->attack = strdup(t->rows[r][c_attack]);
     p->classifier = strdup(c_cls < 0 ? "" : t->rows[r][c_cls]);
     out->n = r + 1;
@@ -83,6 +94,12 @@ int rg_asr_curve_read(const char *path, rg_asr_curve *out) {
       rg_error_set("%s: out of memory", path);
       goto fail;
     }
+    double lo, hi;
+    rg_wilson_interval(p->successes, p->n, RG_Z95, &lo, &hi);
+    if (check_derived(t, r, c_asr, p, "successes/n =", (double)p->successes / (double)p->n) ||
+        check_derived(t, r, c_lo, p, "the Wilson 95% lower bound", lo) ||
+        check_derived(t, r, c_hi, p, "the Wilson 95% upper bound", hi))
+      goto fail;
   }
   rg_csv_free(t);
   return 0;

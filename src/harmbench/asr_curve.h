@@ -3,7 +3,10 @@
  * Measured (asr.csv, one row per checkpoint step, attack and classifier):
  *   step,attack,classifier,n,successes,asr,wilson95_lo,wilson95_hi
  * asr = successes / n and the Wilson 95% interval are derived columns: the
- * reader recomputes them and rejects a file whose values disagree.
+ * reader recomputes them from n and successes (only those are kept) and
+ * rejects a file whose values disagree beyond the precision they are printed
+ * with (half a unit in the cell's last digit, plus 1e-9), so a curve typed
+ * from a paper ("0.0188", "1.88e-2") reads like the full-precision one.
  *
  * Published (the CSVs of data/published/, see its README.md): columns
  * source, method, attack, category, step, asr, n are read; step, asr and n
