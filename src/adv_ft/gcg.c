@@ -156,37 +156,95 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   return rc < 0 ? rg_error_prefix("gcg candidate losses") : 0;
 }
 
+const char *rg_gcg_stop_reason_name(rg_gcg_stop_reason r) {
+  return r == RG_GCG_MIN_LOSS ? "min_loss" : r == RG_GCG_NO_REFUSAL ? "no_refusal" : "steps";
+}
+
+/* keep[j] = whether candidate j's suffix decodes and re-encodes (without
+ * special tokens) to the same ids. Returns 0 or -1. */
+static int retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep) {
+  for (int j = 0; j < n_cands; j++) {
+    const int32_t *cand = cands + (size_t)j * L;
+    char *text = rg_detokenize(t, cand, L, false);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!text || rg_tokenize(t, text, strlen(text), false, false, &ids, &n) < 0) {
+      free(text);
+      return rg_error_prefix("gcg retokenization filter");
+    }
+    keep[j] = n == L && memcmp(ids, cand, (size_t)L * sizeof *ids) == 0;
+    free(text), free(ids);
+  }
+  return 0;
+}
+
+/* The argmin of losses[0..n) among keep[j] (all when keep is NULL or keeps
+ * none: see rg_gcg_opts.retokenize_filter). */
+static int best_candidate(const float *losses, int n, const unsigned char *keep) {
+  int best = -1;
+  for (int j = 0; j < n; j++)
+    if ((!keep || keep[j]) && (best < 0 || losses[j] < losses[best])) best = j;
+  return best >= 0 ? best : best_candidate(losses, n, NULL);
+}
+
+/* Runs HarmBench's refusal check after step K if it is due: *stop = 1 when
+ * the generation holds no refusal. Returns 0 or -1. */
+static int refusal_check(const rg_gcg_stop_rule *r, int k, int steps, double loss, const int32_t *suffix, int L,
+                         bool *stop) {
+  *stop = false;
+  if (!rg_gcg_stop_check_due(r, k, steps, loss)) return 0;
+  char *gen = r->generate(r->user, suffix, L, r->n_gen_tokens);
+  if (!gen) return rg_error_prefix("gcg refusal check at step %d", k + 1);
+  *stop = rg_gcg_stop_decision(r, k, steps, loss, gen);
+  free(gen);
+  return 0;
+}
+
 int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallowed, int32_t *ids,
-               const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps) {
+               const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps,
+               rg_gcg_stop_reason *why) {
   rg_gcg_case cs = *layout;
   cs.ids = ids;
   const rg_gcg_case *c = &cs;
+  if (why) *why = RG_GCG_ALL_STEPS;
   if (check_case(c) < 0) return -1;
   const int V = rg_session_vocab(train), L = c->n_suffix;
   if (o->steps < 0 || o->search_width < 1 || o->top_k < 1 || o->top_k > V)
     return rg_error_set("gcg: bad options (steps %d, search width %d, top-k %d of %d tokens)", o->steps,
                         o->search_width, o->top_k, V);
+  if (o->stop && (o->stop->eval_steps < 1 || o->stop->n_gen_tokens < 1 || !o->stop->generate || !o->stop->refusals))
+    return rg_error_set("gcg: bad refusal check (every %d steps, %d tokens)", o->stop->eval_steps,
+                        o->stop->n_gen_tokens);
   float *grad = malloc((size_t)L * V * sizeof *grad), *cand_losses = malloc((size_t)o->search_width * sizeof(float));
   int32_t *cands = malloc((size_t)o->search_width * L * sizeof *cands);
-  int rc = grad && cand_losses && cands ? 0 : rg_error_set("gcg: out of memory");
+  unsigned char *keep = o->retokenize_filter ? malloc((size_t)o->search_width) : NULL;
+  int rc = grad && cand_losses && cands && (keep || !o->retokenize_filter) ? 0 : rg_error_set("gcg: out of memory");
   uint64_t rng = o->seed;
   float loss = 0;
   *n_steps = 0;
   for (int k = 0; rc == 0 && k < o->steps; k++) {
     rc = rg_gcg_token_grad(train, c, grad, &loss);
-    if (rc == 0 && o->min_loss > 0 && loss < o->min_loss) break; /* the current suffix is good enough */
+    if (rc == 0 && o->min_loss > 0 && loss < o->min_loss) { /* the current suffix is good enough */
+      if (why) *why = RG_GCG_MIN_LOSS;
+      break;
+    }
     if (rc == 0)
       rc = o->sample ? o->sample(o->sample_user, k, c->ids + c->suffix_start, L, cands)
                      : rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
     if (rc == 0) rc = rg_gcg_candidate_losses(inf, c, cands, o->search_width, cand_losses);
+    if (rc == 0 && keep) rc = retokenizes(rg_session_model(train)->tokenizer, cands, o->search_width, L, keep);
     if (rc != 0) break;
-    int best = 0; /* the argmin, taken unconditionally (HarmBench) */
-    for (int j = 1; j < o->search_width; j++)
-      if (cand_losses[j] < cand_losses[best]) best = j;
+    const int best = best_candidate(cand_losses, o->search_width, keep); /* taken unconditionally (HarmBench) */
     memcpy(ids + c->suffix_start, cands + (size_t)best * L, (size_t)L * sizeof *ids);
     losses[k] = cand_losses[best];
     *n_steps = k + 1;
+    bool stop = false;
+    if (o->stop) rc = refusal_check(o->stop, k, o->steps, losses[k], c->ids + c->suffix_start, L, &stop);
+    if (rc == 0 && stop) {
+      if (why) *why = RG_GCG_NO_REFUSAL;
+      break;
+    }
   }
-  free(grad), free(cand_losses), free(cands);
+  free(grad), free(cand_losses), free(cands), free(keep);
   return rc;
 }

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "adv_ft/gcg_stop.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -71,7 +72,19 @@ typedef struct {
   int steps;        /* HarmBench's evaluation GCG: 500; R2D2's inner GCG: 5 */
   int search_width; /* candidates per step: 512 */
   int top_k;        /* 256 */
-  double min_loss;  /* stop once the loss is below it (<= 0: never) */
+  /* Stops before a step once the current suffix's loss (from its token
+   * gradient) is below it (<= 0: never). HarmBench's `early_stopping`
+   * (early_stopping_min_loss), which its GCG config leaves off. */
+  double min_loss;
+  /* HarmBench's refusal-checked stop (gcg_stop.h), or NULL (R2D2's inner
+   * GCG: always o->steps steps). */
+  const rg_gcg_stop_rule *stop;
+  /* Drop candidates whose suffix does not decode and re-encode (without
+   * special tokens) to the same ids, as llm-attacks' and nanoGCG's
+   * filter_ids do; HarmBench's evaluation GCG does not filter, hence off by
+   * default. When a step drops every candidate, it keeps the unfiltered
+   * argmin (as with the filter off) instead of failing the attack. */
+  bool retokenize_filter;
   uint64_t seed;
   /* When set, replaces step 2 (rg_gcg_sample): writes search_width
    * candidates for step STEP given the current SUFFIX into cands, returns 0
@@ -81,13 +94,23 @@ typedef struct {
   void *sample_user;
 } rg_gcg_opts;
 
+typedef enum {
+  RG_GCG_ALL_STEPS,   /* ran o->steps steps */
+  RG_GCG_MIN_LOSS,    /* o->min_loss */
+  RG_GCG_NO_REFUSAL,  /* o->stop: the check's generation held no refusal */
+} rg_gcg_stop_reason;
+
+/* "steps", "min_loss", "no_refusal" */
+const char *rg_gcg_stop_reason_name(rg_gcg_stop_reason r);
+
 /* Runs up to o->steps GCG steps on the sequence IDS (writable, laid out as
  * LAYOUT says; layout->ids is ignored), whose suffix becomes the argmin
  * candidate of every step. losses[k] is the loss of the suffix chosen at
- * step k, and *n_steps the steps run. TRAIN is a
+ * step k, *n_steps the steps run and *why (may be NULL) why it ended. TRAIN is a
  * training session (rg_gcg_token_grad), INF any session for the candidates
  * (rg_gcg_candidate_losses). Returns 0 or -1 with the error set. */
 int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallowed, int32_t *ids,
-               const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps);
+               const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps,
+               rg_gcg_stop_reason *why);
 
 #endif

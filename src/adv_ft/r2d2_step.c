@@ -48,7 +48,7 @@ int rg_r2d2_refresh(rg_r2d2_step *s, rg_r2d2_case *c, const rg_gcg_opts *o, doub
   const rg_gcg_case layout = {.n = q.n, .suffix_start = q.suffix_start, .n_suffix = q.n_suffix, .n_target = q.n - q.target_start};
   float *losses = malloc((size_t)o->steps * sizeof *losses);
   int n_steps = 0;
-  int rc = losses ? rg_gcg_run(s->train, s->cand, s->disallowed, q.ids, &layout, o, losses, &n_steps)
+  int rc = losses ? rg_gcg_run(s->train, s->cand, s->disallowed, q.ids, &layout, o, losses, &n_steps, NULL)
                   : rg_error_set("out of memory");
   if (rc == 0) {
     memcpy(c->suffix, q.ids + q.suffix_start, (size_t)c->n_suffix * sizeof *c->suffix);
