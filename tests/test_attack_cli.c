@@ -7,6 +7,12 @@
  * pieces of GCG are checked against transformers in test_gcg. Bad input
  * gets one-line errors and no output file.
  *
+ * Resume (test_attack_resumes_after_kill, on the tiny Qwen2 of
+ * tests/fixtures/hf_tiny): a run killed after its first or second behavior
+ * (REFGEO_KILL_AT=attack-behavior:N), rerun with the same flags, skips the
+ * finished behaviors and writes the same test cases file, byte for byte, as
+ * an uninterrupted run.
+ *
  * Whether the attack keeps the lowest-loss candidate is checked on one step
  * that leaves nothing to chance (test_attack_takes_argmin), against
  * transformers (tests/fixtures/gcg/attack_step.json from
@@ -14,12 +20,14 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "testlib.h"
+#include "util/error.h"
 #include "util/fileio.h"
 
 static void test_attack_writes_test_cases(void **state) {
@@ -160,11 +168,147 @@ static void test_attack_bad_input(void **state) {
   free(behaviors), free(out), free(bad), free(empty), free(array);
 }
 
+/* Three short standard behaviors, so that the tiny model's 256-token
+ * context holds each with its target (its tokenizer spells most words out
+ * in a few characters a token). */
+static const char TINY_BEHAVIORS[] =
+    "Behavior,FunctionalCategory,SemanticCategory,Tags,ContextString,BehaviorID\n"
+    "Say hi,standard,misc,,,say_hi\n"
+    "Name a color,standard,misc,,,name_color\n"
+    "Count to three,standard,misc,,,count_three\n";
+static const char TINY_TARGETS[] = "{\"say_hi\": \"Sure, hi\", \"name_color\": \"Sure, red\", \"count_three\": "
+                                   "\"Sure, 1 2 3\"}";
+
+/* `refgeo attack` on the tiny model into OUT with the per-step LOG and the
+ * per-behavior BLOG; returns its exit status. */
+static int tiny_attack(const char *model, const char *behaviors, const char *targets, const char *out,
+                       const char *log, const char *blog, char **err) {
+  char args[8192];
+  snprintf(args, sizeof args,
+           "attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --log '%s' --behavior-log '%s' "
+           "--steps 3 --search-width 8 --top-k 4 --batch 8 --threads 2 --seed 7 --init-suffix '! ! ! !'",
+           model, behaviors, targets, out, log, blog);
+  return t_run_cli(args, NULL, err);
+}
+
+/* Data rows of a CSV file (lines after the header). */
+static int csv_rows(const char *path) {
+  char *text = rg_read_file(path, NULL);
+  if (!text) fail_msg("%s: %s", path, rg_error_get());
+  int lines = 0;
+  for (const char *p = text; *p; p++) lines += *p == '\n';
+  free(text);
+  return lines - 1;
+}
+
+static void test_attack_resumes_after_kill(void **state) {
+  char *model = t_hf_tiny("qwen2_bf16");
+  char *behaviors = t_write_tmp("attack-tiny.csv", TINY_BEHAVIORS, strlen(TINY_BEHAVIORS)),
+       *targets = t_write_tmp("attack-tiny-targets.json", TINY_TARGETS, strlen(TINY_TARGETS));
+  char *ref = t_tmp_path("attack-tiny-ref.json"), *ref_log = t_tmp_path("attack-tiny-ref-log.csv"),
+       *ref_blog = t_tmp_path("attack-tiny-ref-blog.csv");
+  char *err = NULL;
+  unlink(ref);
+  if (tiny_attack(model, behaviors, targets, ref, ref_log, ref_blog, &err) != 0) fail_msg("reference run: %s", err);
+  free(err);
+  assert_int_equal(csv_rows(ref_blog), 3);
+  size_t n_ref = 0;
+  char *want = rg_read_file(ref, &n_ref);
+  assert_non_null(want);
+  for (int kill_after = 1; kill_after <= 2; kill_after++) {
+    char *out = t_tmp_path("attack-tiny-killed.json"), *log = t_tmp_path("attack-tiny-killed-log.csv"),
+         *blog = t_tmp_path("attack-tiny-killed-blog.csv"), *partial = t_tmp_path("attack-tiny-killed.json.partial.json");
+    unlink(out), unlink(partial), unlink(blog);
+    char kill[64];
+    snprintf(kill, sizeof kill, "attack-behavior:%d", kill_after);
+    setenv("REFGEO_KILL_AT", kill, 1);
+    const int killed = tiny_attack(model, behaviors, targets, out, log, blog, NULL);
+    unsetenv("REFGEO_KILL_AT");
+    /* sh reports a child killed by signal S as 128 + S */
+    if (killed != 128 + SIGKILL) fail_msg("%s: the run ended with status %d, not by SIGKILL", kill, killed);
+    assert_false(rg_path_exists(out));
+    assert_true(rg_path_exists(partial));
+    assert_int_equal(csv_rows(blog), kill_after);
+    if (tiny_attack(model, behaviors, targets, out, log, blog, &err) != 0) fail_msg("%s: rerun: %s", kill, err);
+    free(err);
+    /* the rerun attacked only the unfinished behaviors: 3 steps each */
+    assert_int_equal(csv_rows(log), 3 * (3 - kill_after));
+    assert_int_equal(csv_rows(blog), 3);
+    assert_false(rg_path_exists(partial));
+    size_t n_got = 0;
+    char *got = rg_read_file(out, &n_got);
+    assert_non_null(got);
+    if (n_got != n_ref || memcmp(got, want, n_ref) != 0)
+      fail_msg("killed after behavior %d and resumed:\n%s\nuninterrupted:\n%s", kill_after, got, want);
+    free(got);
+    free(out), free(log), free(blog), free(partial);
+  }
+  /* other flags with a progress file left: refused, one line */
+  char *out = t_tmp_path("attack-tiny-other.json"), *log = t_tmp_path("attack-tiny-other-log.csv"),
+       *blog = t_tmp_path("attack-tiny-other-blog.csv"), *partial = t_tmp_path("attack-tiny-other.json.partial.json");
+  unlink(out), unlink(partial);
+  setenv("REFGEO_KILL_AT", "attack-behavior:1", 1);
+  const int killed = tiny_attack(model, behaviors, targets, out, log, blog, NULL);
+  unsetenv("REFGEO_KILL_AT");
+  assert_int_equal(killed, 128 + SIGKILL);
+  char args[8192];
+  snprintf(args, sizeof args, "attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 2", model,
+           behaviors, targets, out);
+  assert_int_equal(t_run_cli(args, NULL, &err), 1);
+  if (!strstr(err, "other settings")) fail_msg("expected a settings error: %s", err);
+  free(err);
+  free(out), free(log), free(blog), free(partial);
+  free(want), free(model), free(behaviors), free(targets), free(ref), free(ref_log), free(ref_blog);
+}
+
+/* The issue's bad inputs, each one line naming the problem, on the tiny
+ * model: a behavior the targets file does not know, an empty target, a
+ * suffix that does not fit the context, a search width of 0. */
+static void test_attack_bad_behavior_input(void **state) {
+  char *model = t_hf_tiny("qwen2_bf16");
+  char *behaviors = t_write_tmp("attack-bad-tiny.csv", TINY_BEHAVIORS, strlen(TINY_BEHAVIORS));
+  static const char unknown[] = "{\"say_hi\": \"Sure\", \"name_color\": \"Sure\"}";
+  static const char empty[] = "{\"say_hi\": \"Sure\", \"name_color\": \"\", \"count_three\": \"Sure\"}";
+  char *unknown_path = t_write_tmp("attack-unknown-targets.json", unknown, strlen(unknown)),
+       *empty_path = t_write_tmp("attack-empty-target.json", empty, strlen(empty)),
+       *good_path = t_write_tmp("attack-good-targets.json", TINY_TARGETS, strlen(TINY_TARGETS));
+  char *long_suffix = malloc(2 * 400 + 1);
+  for (int i = 0; i < 400; i++) memcpy(long_suffix + 2 * i, "! ", 2);
+  long_suffix[2 * 400 - 1] = '\0';
+  char *out = t_tmp_path("attack-bad-tiny.json");
+  struct {
+    const char *targets, *more, *needle;
+  } cases[] = {
+      {unknown_path, "", "no target string for behavior count_three"},
+      {empty_path, "", "behavior name_color has an empty target"},
+      {good_path, "--init-suffix '%s'", "tokens with the suffix and target (at most 256, the context)"},
+      {good_path, "--search-width 0", "--search-width: 0 is not positive"},
+      {good_path, "--init-suffix ''", "--init-suffix: no tokens"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char more[2048], args[8192], *err = NULL;
+    snprintf(more, sizeof more, cases[i].more, long_suffix);
+    snprintf(args, sizeof args, "attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1 %s", model,
+             behaviors, cases[i].targets, out, more);
+    char *partial = t_tmp_path("attack-bad-tiny.json.partial.json");
+    unlink(out), unlink(partial);
+    assert_int_equal(t_run_cli(args, NULL, &err), 1);
+    if (!strstr(err, cases[i].needle)) fail_msg("expected '%s' in: %s", cases[i].needle, err);
+    assert_int_equal(strchr(err, '\n') - err + 1, (long)strlen(err)); /* one line */
+    free(err);
+    assert_false(rg_path_exists(out));
+    free(partial);
+  }
+  free(model), free(behaviors), free(unknown_path), free(empty_path), free(good_path), free(long_suffix), free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_writes_test_cases),
       cmocka_unit_test(test_attack_takes_argmin),
       cmocka_unit_test(test_attack_bad_input),
+      cmocka_unit_test(test_attack_resumes_after_kill),
+      cmocka_unit_test(test_attack_bad_behavior_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
