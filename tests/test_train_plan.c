@@ -189,11 +189,11 @@ static void test_smollm2_plan(void **state) {
 }
 
 /* `refgeo train --plan` on the Mistral-7B-v0.1 shapes as JSON. */
-static cJSON *plan_7b(const char *mode, const char *device) {
+static cJSON *plan_7b(const char *mode, const char *device, int recompute) {
   char *ini = t_data_path("r2d2-harmbench.ini"), *model = t_data_path("shapes/mistral-7b-v0.1");
   char args[1024], *out = NULL;
-  snprintf(args, sizeof args, "train --plan --config %s --model %s --mode %s --device %s --json", ini, model, mode,
-           device);
+  snprintf(args, sizeof args, "train --plan --config %s --model %s --mode %s --device %s --recompute %d --json", ini,
+           model, mode, device, recompute);
   assert_int_equal(t_run_cli(args, &out, NULL), 0);
   cJSON *j = cJSON_Parse(out);
   assert_non_null(j);
@@ -213,23 +213,34 @@ static void test_mistral_7b_plans(void **state) {
   /* r 64 on q [4096 -> 4096], k, v [4096 -> 1024], o [4096 -> 4096]: r (in + out) each, 32 blocks */
   const double adapters = 32.0 * 64 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096));
   assert_true(adapters == 54525952.0);
-  cJSON *full = plan_7b("full", "gpu:80G");
+  cJSON *full = plan_7b("full", "gpu:80G", 1);
   assert_true(num(full, "parameters") == 4 * mistral);
   assert_true(num(full, "gradients") == 4 * mistral);
   assert_true(num(full, "optimizer_state") == 8 * mistral);
   assert_true(num(full, "frozen_weights") == 0);
   assert_true(num(full, "capacity") == 80.0 * (1 << 30));
   assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(full, "fits")));
-  cJSON *lora = plan_7b("lora", "gpu:80G");
+  cJSON *lora = plan_7b("lora", "gpu:80G", 1);
   assert_true(num(lora, "parameters") == 4 * adapters);
   assert_true(num(lora, "optimizer_state") == 8 * adapters);
   assert_true(num(lora, "frozen_weights") == 2 * (mistral - norms) + 4 * norms);
-  assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(lora, "fits")));
-  /* the saved activations are the same whatever trains */
+  /* with activations recomputed (the ini's recompute = 1, HarmBench's
+   * gradient checkpointing) LoRA fits one 80 GiB device: 50.3 GiB */
+  assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lora, "fits")));
+  /* the saved activations are the same whatever trains: with recompute one
+   * block input (d floats) per token and block; the micro-batch is 2 x 256
+   * test-case tokens and 8 x 2048 utility tokens */
+  const double T = 2 * 256 + 8 * 2048, d = 4096, qd = 32 * 128, ff = 14336;
   assert_true(num(lora, "activations_saved") == num(full, "activations_saved"));
+  assert_true(num(full, "activations_per_layer") == T * d * 4);
   assert_true(num(full, "activations_saved") == 32 * num(full, "activations_per_layer"));
+  /* without: every block keeps 4 d + 2 qd + 2 d_ff floats per token */
+  cJSON *kept = plan_7b("lora", "gpu:80G", 0);
+  assert_true(num(kept, "activations_per_layer") == T * (4 * d + 2 * qd + 2 * ff) * 4);
+  assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(kept, "fits")));
   cJSON_Delete(full);
   cJSON_Delete(lora);
+  cJSON_Delete(kept);
 }
 
 static void expect_error(const char *args, const char *needle) {

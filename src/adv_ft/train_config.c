@@ -36,6 +36,8 @@ static const key_def KEYS[] = {
     {"model", "lora_alpha", K_DBL, F(lora_alpha), "16", 1e-30, NULL, "LoRA alpha; the scale is alpha / rank"},
     {"model", "lora_targets", K_STR, F(lora_targets), "q,k,v,o", 0, NULL, "modules with adapters, among q k v o gate up down"},
     {"model", "threads", K_INT, F(threads), "0", 0, NULL, "CPU threads; 0: all cores"},
+    {"model", "recompute", K_INT, F(recompute), "0", 0, NULL,
+     "1: recompute each block's activations in the backward (gradient checkpointing; HarmBench: on)"},
     {"model", "checkpoint_dtype", K_STR, F(checkpoint_dtype), "bf16", 0, "bf16|f32", "dtype of checkpoint weights"},
     {"optim", "lr", K_DBL, F(lr), "2e-5", 0, NULL, "peak learning rate"},
     {"optim", "warmup", K_INT, F(warmup), "0", 0, NULL, "updates of linear warmup"},
@@ -363,6 +365,7 @@ int rg_train_config_check(rg_train_config *c) {
   if (c->cases_per_step > c->pool_size)
     return rg_error_set("cases_per_step: %d is more than pool_size %d", c->cases_per_step, c->pool_size);
   if (c->reset_fraction > 1) return rg_error_set("reset_fraction: %g is above 1", c->reset_fraction);
+  if (c->recompute > 1) return rg_error_set("recompute: %d is not 0 or 1", c->recompute);
   if (c->beta1 >= 1 || c->beta2 >= 1) return rg_error_set("beta1, beta2: must be below 1");
   if (strcmp(c->refusal_target, "") == 0) return rg_error_set("refusal_target: empty");
   return 0;

@@ -37,6 +37,7 @@ typedef struct {
   double lora_alpha;
   char *lora_targets;   /* "q,k,v,o" among q k v o gate up down */
   int threads;          /* 0 = all cores */
+  int recompute;        /* 1: recompute block activations in the backward (gradient checkpointing) */
   char *checkpoint_dtype; /* "bf16" or "f32" */
   /* [optim] */
   double lr;

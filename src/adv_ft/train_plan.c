@@ -131,7 +131,7 @@ static void session_rows(FILE *out, const char *name, const rg_session_bytes *s,
     row(out, what, s->saved_layer);
     snprintf(what, sizeof what, "%s: activations saved, %d layers", name, s->saved_layers);
     row(out, what, s->saved_layer * (size_t)s->saved_layers);
-    snprintf(what, sizeof what, "%s: last block output, silu(gate)*up", name);
+    snprintf(what, sizeof what, "%s: last output, silu(gate)*up, recompute block", name);
     row(out, what, s->saved_other);
     snprintf(what, sizeof what, "%s: backward scratch", name);
     row(out, what, s->backward);

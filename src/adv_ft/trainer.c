@@ -105,7 +105,8 @@ static int open_sessions(rg_trainer *t) {
   const long tokens = 2L * c->cases_per_step * c->max_case_tokens + (long)c->utility_per_step * c->max_utility_tokens;
   if (tokens > 1 << 24) return rg_error_set("max_case_tokens, max_utility_tokens: %ld tokens per micro-batch", tokens);
   const int max_ctx = c->max_case_tokens > c->max_utility_tokens ? c->max_case_tokens : c->max_utility_tokens;
-  rg_session_opts to = {.max_batch_tokens = (int)tokens, .max_logit_rows = (int)tokens, .train = true};
+  rg_session_opts to = {
+      .max_batch_tokens = (int)tokens, .max_logit_rows = (int)tokens, .train = true, .recompute = c->recompute != 0};
   /* GCG's candidates: gcg_batch whole test cases per call, their target
    * rows only (a target is at most half a test case) */
   rg_session_opts co = {.max_batch_tokens = c->gcg_batch * c->max_case_tokens,

@@ -49,9 +49,16 @@ int rg_session_train_alloc(rg_session *s) {
   if (!t->saved || !t->logit_rows) return rg_error_set("session: out of memory");
   for (int l = 0; l < c->n_layers; l++) {
     layer_acts *A = &t->saved[l];
-    if (!(A->x_in = rg_buf_new(be, T * d)) || !(A->xn1 = rg_buf_new(be, T * d)) || !(A->q = rg_buf_new(be, T * qd)) ||
-        !(A->att = rg_buf_new(be, T * qd)) || !(A->x_mid = rg_buf_new(be, T * d)) ||
-        !(A->xn2 = rg_buf_new(be, T * d)) || !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
+    if (!(A->x_in = rg_buf_new(be, T * d))) return rg_error_prefix("training activations of block %d", l);
+    if (s->recompute && l > 0) { /* one block's worth, shared: rg_session_backward recomputes it */
+      const rg_buf *x_in = A->x_in;
+      *A = t->saved[0];
+      A->x_in = (rg_buf *)x_in;
+      continue;
+    }
+    if (!(A->xn1 = rg_buf_new(be, T * d)) || !(A->q = rg_buf_new(be, T * qd)) || !(A->att = rg_buf_new(be, T * qd)) ||
+        !(A->x_mid = rg_buf_new(be, T * d)) || !(A->xn2 = rg_buf_new(be, T * d)) ||
+        !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
       return rg_error_prefix("training activations of block %d", l);
   }
   /* The cache-shaped gradients are zeroed here, once: kv_store_backward
@@ -77,7 +84,9 @@ void rg_session_train_free(rg_session *s) {
   if (t->saved)
     for (int l = 0; l < s->cfg.n_layers; l++) {
       layer_acts *A = &t->saved[l];
-      rg_buf *bufs[] = {A->x_in, A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up};
+      rg_buf_free(be, A->x_in);
+      if (s->recompute && l > 0) continue; /* the rest is block 0's, shared */
+      rg_buf *bufs[] = {A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up};
       for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
     }
   rg_buf *bufs[] = {t->x_final, t->h,     t->dx,       t->dxn,      t->dtmp,   t->dq,    t->dk,
@@ -313,7 +322,10 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   rg_op_gather_rows_backward(be, t->dx, t->dlast, t->logit_rows, R, d);
 
   static layer_g no_grads; /* all NULL: input gradient only */
-  for (int l = c->n_layers - 1; l >= 0; l--) backward_layer(s, l, g ? &g->lg[l] : &no_grads);
+  for (int l = c->n_layers - 1; l >= 0; l--) {
+    if (s->recompute && rg_session_rerun_block(s, l) < 0) return rg_error_prefix("backward");
+    backward_layer(s, l, g ? &g->lg[l] : &no_grads);
+  }
 
   if (g && g->tok_embd) rg_op_embed_backward(be, g->tok_embd, t->dx, s->batch, d); /* frozen under LoRA */
   t->have_dlogits = false; /* one backward per loss */

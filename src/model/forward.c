@@ -95,6 +95,7 @@ rg_session *rg_session_new(const rg_weights *w, int max_seqs, int max_ctx, const
   if (s->max_tokens > cap) s->max_tokens = (int)cap;
   s->max_logits = o.max_logit_rows > 0 ? o.max_logit_rows : max_seqs;
   s->train = o.train;
+  s->recompute = o.train && o.recompute;
   if (alloc_buffers(s) < 0 || (s->train && rg_session_train_alloc(s) < 0)) {
     rg_session_free(s);
     return NULL;
@@ -234,7 +235,10 @@ static layer_acts block_buffers(rg_session *s, int l, rg_buf **x_out) {
                       .gate = a->gate, .up = a->up};
 }
 
-static int run_layer(rg_session *s, int l, int n) {
+/* Block L over the n tokens of the pass. AGAIN: a recomputation for the
+ * backward (rg_session_opts.recompute): the block input already carries
+ * the interventions, and hooks have seen this pass. */
+static int run_layer(rg_session *s, int l, int n, bool again) {
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->w->lw[l];
   act_bufs *a = &s->a;
@@ -248,9 +252,10 @@ static int run_layer(rg_session *s, int l, int n) {
   /* silu(gate) * up: in place in inference, kept apart for the backward */
   rg_buf *h = s->train ? s->tr.h : A.gate;
 
-  if (s->ablate_on) rg_op_ablate(be, A.x_in, n, d, s->ablate_unit);
-  if (s->actadd_on && l == s->actadd_layer) rg_op_add_scaled(be, A.x_in, n, d, s->actadd_vec, s->actadd_coeff);
-  if (hook(s, RG_HOOK_RESID_PRE, l, A.x_in) < 0) return -1;
+  if (!again && s->ablate_on) rg_op_ablate(be, A.x_in, n, d, s->ablate_unit);
+  if (!again && s->actadd_on && l == s->actadd_layer)
+    rg_op_add_scaled(be, A.x_in, n, d, s->actadd_vec, s->actadd_coeff);
+  if (!again && hook(s, RG_HOOK_RESID_PRE, l, A.x_in) < 0) return -1;
 
   rg_op_rmsnorm(be, A.xn1, A.x_in, w->attn_norm, n, d, c->rms_eps);
   rg_op_matmul(be, A.q, A.xn1, n, w->wq, w->bq);
@@ -266,9 +271,9 @@ static int run_layer(rg_session *s, int l, int n) {
   rg_op_matmul(be, a->tmp, A.att, n, w->wo, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_O], a->tmp, A.att, n, a->lora_u);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
-  if (hook(s, RG_HOOK_ATTN_OUT, l, a->tmp) < 0) return -1;
+  if (!again && hook(s, RG_HOOK_ATTN_OUT, l, a->tmp) < 0) return -1;
   rg_op_add(be, A.x_mid, A.x_in, a->tmp, (size_t)n * d);
-  if (hook(s, RG_HOOK_RESID_MID, l, A.x_mid) < 0) return -1;
+  if (!again && hook(s, RG_HOOK_RESID_MID, l, A.x_mid) < 0) return -1;
 
   rg_op_rmsnorm(be, A.xn2, A.x_mid, w->ffn_norm, n, d, c->rms_eps);
   rg_op_matmul(be, A.gate, A.xn2, n, w->w_gate, NULL);
@@ -279,10 +284,12 @@ static int run_layer(rg_session *s, int l, int n) {
   rg_op_matmul(be, a->tmp, h, n, w->w_down, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_DOWN], a->tmp, h, n, a->lora_u);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
-  if (hook(s, RG_HOOK_MLP_OUT, l, a->tmp) < 0) return -1;
+  if (!again && hook(s, RG_HOOK_MLP_OUT, l, a->tmp) < 0) return -1;
   rg_op_add(be, x_out, A.x_mid, a->tmp, (size_t)n * d);
-  return hook(s, RG_HOOK_RESID_POST, l, x_out);
+  return again ? 0 : hook(s, RG_HOOK_RESID_POST, l, x_out);
 }
+
+int rg_session_rerun_block(rg_session *s, int l) { return run_layer(s, l, s->tr.n, true); }
 
 /* A training session keeps what its backward needs to know of the batch. */
 static void record_batch(rg_session *s, int n, const int *logit_rows, int n_logits, bool whole) {
@@ -328,7 +335,7 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
   select_hooked_rows(s, seq, n);
   rg_op_embed(be, s->train ? s->tr.saved[0].x_in : s->a.x, s->w->tok_embd, s->batch);
   int rc = 0;
-  for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = run_layer(s, l, n);
+  for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = run_layer(s, l, n, false);
   if (s->train) s->tr.have_dlogits = false; /* the batch changed: an earlier loss no longer applies */
   if (rc == 0 && s->train) record_batch(s, n, logit_rows, n_logits, whole);
   if (rc == 0 && n_logits > 0) {

@@ -48,6 +48,14 @@ typedef struct {
    * (backward.h); it has none of an inference session's shared block
    * buffers. */
   bool train;
+  /* With train: keep only each block's input; rg_session_backward
+   * recomputes a block's other activations from it just before that
+   * block's backward, into one block's worth of buffers shared by all
+   * (gradient checkpointing, as HarmBench's recipe sets it). About one more
+   * forward pass of compute for about n_layers times less activation
+   * memory; the gradients are bitwise those without it (the same kernels
+   * on the same inputs). */
+  bool recompute;
 } rg_session_opts;
 
 /* NULL with the error set (bad sizes, out of memory). */

@@ -57,6 +57,7 @@ struct rg_session {
   rg_buf **k_cache, **v_cache; /* per layer [max_seqs, max_ctx, kv_dim] */
   act_bufs a;
   bool train;
+  bool recompute; /* rg_session_opts.recompute (train only) */
   train_state tr; /* used when train */
   /* interventions */
   rg_buf *ablate_unit, *actadd_vec;
@@ -76,6 +77,10 @@ struct rg_session {
   int *hooked_rows, *hooked_seq, *hooked_pos; /* [max_tokens] */
   float *hook_rows;                           /* [max_tokens, d_model] host copy for hooks */
 };
+
+/* forward.c: runs block L of the last pass again (recompute), without its
+ * interventions on the block input (already applied in place) or hooks. */
+int rg_session_rerun_block(rg_session *s, int l);
 
 /* backward.c: allocates / frees the train_state of a training session. */
 int rg_session_train_alloc(rg_session *s);

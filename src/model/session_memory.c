@@ -44,9 +44,12 @@ void rg_session_memory(const rg_session *s, rg_session_bytes *out) {
   out->logits = SUM(a->last, a->logits, a->losses);
   if (s->train) {
     const layer_acts *A = &t->saved[0];
-    out->saved_layer = SUM(A->x_in, A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up);
     out->saved_layers = s->cfg.n_layers;
     out->saved_other = SUM(t->x_final, t->h);
+    const size_t rest = SUM(A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up);
+    /* recompute: every block keeps its input; the rest is one block's, shared */
+    out->saved_layer = buf_bytes(A->x_in) + (s->recompute ? 0 : rest);
+    if (s->recompute) out->saved_other += rest;
     out->backward = SUM(t->dx, t->dxn, t->dtmp, t->dq, t->dk, t->dv, t->datt, t->dh, t->dgate, t->dup, t->dk_cache,
                         t->dv_cache, t->lora_du);
     out->logits += SUM(t->normed, t->dlast, t->dnormed, t->dlogits, t->losses);

@@ -21,7 +21,8 @@ typedef struct {
   size_t work;        /* the pass's working activations, LoRA scratch, batch metadata, intervention vectors */
   size_t saved_layer; /* a training session: one block's saved activations (every block the same), else 0 */
   int saved_layers;   /* blocks with saved activations (n_layers for a training session, else 0) */
-  size_t saved_other; /* a training session: the last block's output and silu(gate) * up */
+  size_t saved_other; /* a training session: the last block's output and silu(gate) * up (with
+                       * recompute, and the one block's activations it recomputes into) */
   size_t backward;    /* a training session: the backward pass's activation gradients and cache-shaped ones */
   size_t logits;      /* logit rows: final-norm rows, logits, losses (and their gradients when training) */
   size_t backend;     /* all of the above: kv_cache + work + saved_layer * saved_layers + saved_other + backward + logits */
