@@ -261,6 +261,50 @@ static void test_attack_resumes_after_kill(void **state) {
   free(want), free(model), free(behaviors), free(targets), free(ref), free(ref_log), free(ref_blog);
 }
 
+/* The refusal check is wired into the attack: with a loss threshold every
+ * loss is under (1000) and --eval-steps 2, it runs after steps 1, 3 and 5
+ * (0-based 0, 2, 4). A refusal list nothing matches ("zqzqzq") stops the
+ * behavior after its first step; a list whose strings cover every letter and
+ * digit finds a "refusal" in any 32 tokens of text and never stops it; a
+ * threshold of 0 never checks. */
+static void test_attack_stops_by_refusal_check(void **state) {
+  char *model = t_hf_tiny("qwen2_bf16");
+  char *behaviors = t_write_tmp("attack-stop-tiny.csv", TINY_BEHAVIORS, strlen(TINY_BEHAVIORS)),
+       *targets = t_write_tmp("attack-stop-targets.json", TINY_TARGETS, strlen(TINY_TARGETS));
+  static const char never[] = "{\"check_refusal_utils\": {\"strings\": [\"zqzqzq\"]}}";
+  char always[1024] = "{\"check_refusal_utils\": {\"strings\": [";
+  for (const char *c = "abcdefghijklmnopqrstuvwxyz0123456789"; *c; c++)
+    snprintf(always + strlen(always), sizeof always - strlen(always), "\"%c\"%s", *c, c[1] ? ", " : "]}}");
+  char *never_path = t_write_tmp("attack-refusals-never.json", never, strlen(never)),
+       *always_path = t_write_tmp("attack-refusals-always.json", always, strlen(always));
+  struct {
+    const char *refusals, *min_loss;
+    int steps;
+    const char *reason;
+  } cases[] = {{never_path, "1000", 1, "no_refusal"}, {always_path, "1000", 5, "steps"}, {never_path, "0", 5, "steps"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *out = t_tmp_path("attack-stop.json"), *blog = t_tmp_path("attack-stop-blog.csv");
+    unlink(out);
+    char args[8192], *err = NULL;
+    snprintf(args, sizeof args,
+             "attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --behavior-log '%s' --limit 1 --steps 5 "
+             "--search-width 4 --top-k 4 --batch 4 --threads 2 --eval-steps 2 --check-refusal-min-loss %s "
+             "--refusal-substrings '%s' --init-suffix '! ! ! !'",
+             model, behaviors, targets, out, blog, cases[i].min_loss, cases[i].refusals);
+    if (t_run_cli(args, NULL, &err) != 0) fail_msg("refgeo attack: %s", err);
+    free(err);
+    char *csv = rg_read_file(blog, NULL), id[64], reason[64];
+    int steps = 0;
+    double loss = 0;
+    assert_non_null(csv);
+    assert_int_equal(sscanf(strchr(csv, '\n') + 1, "%63[^,],%d,%lf,%63[^,],", id, &steps, &loss, reason), 4);
+    if (steps != cases[i].steps || strcmp(reason, cases[i].reason) != 0)
+      fail_msg("case %zu: %d steps, stopped by %s; expected %d, %s", i, steps, reason, cases[i].steps, cases[i].reason);
+    free(csv), free(out), free(blog);
+  }
+  free(model), free(behaviors), free(targets), free(never_path), free(always_path);
+}
+
 /* The issue's bad inputs, each one line naming the problem, on the tiny
  * model: a behavior the targets file does not know, an empty target, a
  * suffix that does not fit the context, a search width of 0. */
@@ -309,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_attack_bad_input),
       cmocka_unit_test(test_attack_resumes_after_kill),
       cmocka_unit_test(test_attack_bad_behavior_input),
+      cmocka_unit_test(test_attack_stops_by_refusal_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -127,9 +127,9 @@ static char *check_generation(void *user, const int32_t *suffix, int n_suffix, i
   const int32_t *prompts[1];
   if (text && cli_prompt_tokens(j->m, &p, &ids, &n_ids, stop, &n_stop) == 0) {
     prompts[0] = ids;
-    if (n_ids + n > rg_session_max_ctx(j->inf))
+    if (n_ids + n > j->max_ctx)
       rg_error_set("behavior %s: the refusal check's %d-token prompt and %d tokens exceed the context %d",
-                   j->current->id, n_ids, n, rg_session_max_ctx(j->inf));
+                   j->current->id, n_ids, n, j->max_ctx);
     else if (rg_generate(j->inf, prompts, &n_ids, 1, &go, &r) == 0) {
       int keep = r.n;
       for (int i = 0; i < r.n && keep == r.n; i++)
