@@ -63,6 +63,8 @@ struct rg_trainer {
   log_row *log;
   long n_log, cap_log;
   rg_r2d2_step stepper; /* the micro-batch's two halves, with its batch buffers */
+  double run_seconds;   /* updates timed by this process (for the time left) */
+  long run_updates;
   const rg_train_plan *plan; /* rg_trainer_plan: the weights go on its plan backend */
 };
 
@@ -525,9 +527,17 @@ static int one_update(rg_trainer *t, FILE *progress) {
   const log_row r = {{(double)t->step, lr, u.total / a, u.utility / a, u.away / a, u.toward / a, norm,
                       u.gcg_cases ? u.gcg_loss / (double)u.gcg_cases : NAN, u.resets, (double)u.tokens / secs, secs}};
   if (push_log(t, &r) < 0) return -1;
-  if (progress)
-    fprintf(progress, "step %ld/%d  loss %.4f (utility %.4f away %.4f toward %.4f)  gcg %.3f  |g| %.3g  lr %.3g  %.1fs\n",
-            t->step, c->updates, r.v[2], r.v[3], r.v[4], r.v[5], r.v[7], norm, lr, secs);
+  t->run_seconds += secs;
+  t->run_updates++;
+  if (progress) {
+    /* the time left at this process's mean seconds per update so far */
+    const double left = t->run_seconds / (double)t->run_updates * (double)(c->updates - t->step);
+    fprintf(progress,
+            "step %ld/%d  loss %.4f (utility %.4f away %.4f toward %.4f)  gcg %.3f  |g| %.3g  lr %.3g  %.1fs  "
+            "left %dh%02dm\n",
+            t->step, c->updates, r.v[2], r.v[3], r.v[4], r.v[5], r.v[7], norm, lr, secs, (int)(left / 3600),
+            (int)fmod(left / 60, 60));
+  }
   return 0;
 }
 
