@@ -160,9 +160,7 @@ const char *rg_gcg_stop_reason_name(rg_gcg_stop_reason r) {
   return r == RG_GCG_MIN_LOSS ? "min_loss" : r == RG_GCG_NO_REFUSAL ? "no_refusal" : "steps";
 }
 
-/* keep[j] = whether candidate j's suffix decodes and re-encodes (without
- * special tokens) to the same ids. Returns 0 or -1. */
-static int retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep) {
+int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep) {
   for (int j = 0; j < n_cands; j++) {
     const int32_t *cand = cands + (size_t)j * L;
     char *text = rg_detokenize(t, cand, L, false);
@@ -232,7 +230,7 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
       rc = o->sample ? o->sample(o->sample_user, k, c->ids + c->suffix_start, L, cands)
                      : rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
     if (rc == 0) rc = rg_gcg_candidate_losses(inf, c, cands, o->search_width, cand_losses);
-    if (rc == 0 && keep) rc = retokenizes(rg_session_model(train)->tokenizer, cands, o->search_width, L, keep);
+    if (rc == 0 && keep) rc = rg_gcg_retokenizes(rg_session_model(train)->tokenizer, cands, o->search_width, L, keep);
     if (rc != 0) break;
     const int best = best_candidate(cand_losses, o->search_width, keep); /* taken unconditionally (HarmBench) */
     memcpy(ids + c->suffix_start, cands + (size_t)best * L, (size_t)L * sizeof *ids);

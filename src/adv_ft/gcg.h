@@ -68,6 +68,11 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
  * max_batch_tokens and max_logit_rows too). Returns 0 or -1. */
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses);
 
+/* keep[j] = whether candidate j (cands[j * L .. +L)) decodes and re-encodes
+ * (without special tokens) to the same L ids: the retokenization filter of
+ * rg_gcg_opts.retokenize_filter. Returns 0 or -1 with the error set. */
+int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep);
+
 typedef struct {
   int steps;        /* HarmBench's evaluation GCG: 500; R2D2's inner GCG: 5 */
   int search_width; /* candidates per step: 512 */
