@@ -164,6 +164,7 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
     const size_t base = (size_t)sq * a->max_ctx * kvd + (size_t)kvh * hd;
     const float *kc = k_cache->data + base, *vc = v_cache->data + base;
     float *dkc = dk_cache->data + base, *dvc = dv_cache->data + base;
+    float s_buf[a->max_ctx], gv_buf[a->max_ctx]; /* a query's scores and dout . v_j, key by key */
     for (int t = 0; t < b->n; t++) {
       if (b->seq[t] != sq) continue;
       const int pt = b->pos[t];
@@ -174,7 +175,9 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
         float m = -INFINITY;
         double l = 0, acc = 0; /* sum of e_j and of e_j (dout . v_j), e_j = exp(s_j - m) */
         for (int j = lo; j <= pt; j++) {
-          const float sj = dot8(qv, kc + (size_t)j * kvd, hd) * scale;
+          const float sj = dot8(qv, kc + (size_t)j * kvd, hd) * scale, gvj = dot8(go, vc + (size_t)j * kvd, hd);
+          s_buf[j - lo] = sj; /* both dots are read again below: kept, not recomputed */
+          gv_buf[j - lo] = gvj;
           if (sj > m) {
             const double r = exp((double)m - sj); /* 0 on the first key */
             l *= r;
@@ -183,14 +186,14 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
           }
           const double e = exp((double)sj - m);
           l += e;
-          acc += e * dot8(go, vc + (size_t)j * kvd, hd);
+          acc += e * gvj;
         }
         const float dot_out = (float)(acc / l);
         for (int j = lo; j <= pt; j++) {
-          const float *kj = kc + (size_t)j * kvd, *vj = vc + (size_t)j * kvd;
+          const float *kj = kc + (size_t)j * kvd;
           float *dkj = dkc + (size_t)j * kvd, *dvj = dvc + (size_t)j * kvd;
-          const float pj = (float)(exp((double)(dot8(qv, kj, hd) * scale) - m) / l);
-          const float ds = pj * (dot8(go, vj, hd) - dot_out) * scale;
+          const float pj = (float)(exp((double)s_buf[j - lo] - m) / l);
+          const float ds = pj * (gv_buf[j - lo] - dot_out) * scale;
           for (int i = 0; i < hd; i++) {
             dvj[i] += pj * go[i];
             dqv[i] += ds * kj[i];
