@@ -27,5 +27,6 @@ int cmd_asr(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static const rg_command COMMANDS[] = {
     {"attack", cmd_attack, "HarmBench GCG test cases for behaviors on a model"},
     {"train", cmd_train, "R2D2 adversarial fine-tuning: a checkpoint series from an INI config"},
     {"classify", cmd_classify, "label existing completions (JSON or a CSV column) with a refusal classifier"},
+    {"report", cmd_report, "a self-contained report.html with plots of a run and its analysis CSVs"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 

@@ -1,0 +1,271 @@
+/* test_report: `refgeo report RUN_DIR` writes one self-contained
+ * report.html whose plots have one <circle> per finite CSV point
+ * (src/report/svg_plot.h's convention), with every text HTML-escaped.
+ *
+ * The inputs are hand-written CSVs: train_log.csv (5 updates), asr.csv (2
+ * attacks x 3 steps, Wilson cells computed by hand from n and successes),
+ * migration.csv (4 steps, the last without an admissible carrier) and a
+ * 2-point published curve. Expected counts, tick labels and point values
+ * come from those files, not from refgeo. Old main had no `report`
+ * command: every case here fails on it.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "util/fileio.h"
+
+/* A behavior-like string that breaks HTML when written raw. */
+#define NASTY "<b>\"x\" & y</b>"
+#define NASTY_CSV "\"<b>\"\"x\"\" & y</b>\""
+#define NASTY_ESCAPED "&lt;b&gt;&quot;x&quot; &amp; y&lt;/b&gt;"
+
+static const char TRAIN_LOG[] = "step,lr,loss_total,loss_utility,loss_away,loss_toward,grad_norm\n"
+                                "1,1e-5,3.0,1.0,2.0,2.0,1\n"
+                                "2,1e-5,2.5,0.9,1.6,1.6,1\n"
+                                "3,1e-5,2.0,0.8,1.2,1.2,1\n"
+                                "4,1e-5,1.8,0.8,1.0,1.0,1\n"
+                                "5,1e-5,1.7,0.75,0.95,0.95,1\n";
+
+/* Wilson 95% intervals (z = 1.96) of 10, 4, 1, 12, 6, 2 successes in 20,
+ * rounded to 3 decimals by hand; repro's reader accepts them at that
+ * precision. Steps are out of order in the file on purpose: lines are drawn
+ * in step order. */
+static const char ASR[] = "step,attack,classifier,n,successes,asr,wilson95_lo,wilson95_hi\n"
+                          "50,DirectRequest,harmbench,20,4,0.2,0.081,0.416\n"
+                          "0,DirectRequest,harmbench,20,10,0.5,0.299,0.701\n"
+                          "100,DirectRequest,harmbench,20,1,0.05,0.009,0.236\n"
+                          "0," NASTY_CSV ",harmbench,20,12,0.6,0.387,0.781\n"
+                          "50," NASTY_CSV ",harmbench,20,6,0.3,0.145,0.519\n"
+                          "100," NASTY_CSV ",harmbench,20,2,0.1,0.028,0.301\n";
+
+/* L = 30 layers (10 / 0.3333333); step 150 has no admissible carrier. */
+static const char MIGRATION[] =
+    "step,best_layer,best_pos,rel_depth,label,bypass,induce,kl,n_admissible,angle_vs_step0_deg,erank_sigma,"
+    "erank_sigma2,pr,matrix\n"
+    "0,10,-1,0.3333333,middle,-2.1,3.0,0.05,40,0,3.2,2.5,2.1,carrier\n"
+    "50,14,-2,0.4666667,middle,-1.8,2.5,0.04,35,12.5,3.0,2.4,2.0,carrier\n"
+    "100,22,-1,0.7333333,late,-1.1,1.9,0.06,20,33.1,2.8,2.2,1.9,carrier\n"
+    "150,,,nan,none,nan,nan,nan,0,nan,nan,nan,nan,none\n";
+
+static const char PUBLISHED[] = "source,method,attack,category,step,asr,n\n"
+                                "paper,R2D2,DirectRequest,all,0,0.45,\n"
+                                "paper,R2D2,DirectRequest,all,100,0.10,\n"
+                                "paper,R2D2,DirectRequest,all,,0.2,\n"; /* no step: not drawn */
+
+static char *g_root;
+
+static char *path_in(const char *rel) { return rg_path_join(g_root, rel); }
+
+static void write_in(const char *rel, const char *text) {
+  char *p = path_in(rel);
+  assert_int_equal(rg_write_file_atomic(p, text, strlen(text)), 0);
+  free(p);
+}
+
+static void make_dir(const char *rel) {
+  char *p = path_in(rel);
+  assert_int_equal(rg_mkdir_p(p), 0);
+  free(p);
+}
+
+static int setup(void **state) {
+  char name[64];
+  snprintf(name, sizeof name, "report-%d", (int)getpid());
+  g_root = t_tmp_path(name); /* a fresh folder per process */
+  make_dir("run");
+  make_dir("asr");
+  make_dir("geo");
+  make_dir("empty");
+  make_dir("bad");
+  write_in("run/train_log.csv", TRAIN_LOG);
+  write_in("run/config.ini", "[train]\nbehavior = " NASTY "\n");
+  write_in("asr/asr.csv", ASR);
+  write_in("geo/migration.csv", MIGRATION);
+  write_in("published.csv", PUBLISHED);
+  return 0;
+}
+
+static int teardown(void **state) {
+  free(g_root);
+  return 0;
+}
+
+static size_t count(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* The <svg> element with id ID, as a malloc'd string (fails when absent). */
+static char *svg_of(const char *html, const char *id) {
+  char key[96];
+  snprintf(key, sizeof key, "<svg class=\"plot\" id=\"%s\"", id);
+  const char *start = strstr(html, key);
+  if (!start) fail_msg("no plot %s", id);
+  const char *end = strstr(start, "</svg>");
+  assert_non_null(end);
+  return strndup(start, (size_t)(end - start) + 6);
+}
+
+typedef struct {
+  const char *id;
+  size_t circles, series, lines, bands, hbands;
+} plot_counts;
+
+static void check_plot(const char *html, const plot_counts *want) {
+  char *svg = svg_of(html, want->id);
+  size_t got[] = {count(svg, "<circle"), count(svg, "<g class=\"series\""), count(svg, "class=\"line\""),
+                  count(svg, "class=\"band\""), count(svg, "class=\"hband\"")};
+  size_t exp[] = {want->circles, want->series, want->lines, want->bands, want->hbands};
+  static const char *const what[] = {"circles", "series", "lines", "bands", "hbands"};
+  for (int i = 0; i < 5; i++)
+    if (got[i] != exp[i]) fail_msg("%s: %zu %s, want %zu", want->id, got[i], what[i], exp[i]);
+  free(svg);
+}
+
+static void run_report(const char *args, int want_rc, char **err) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "report %s", args);
+  int rc = t_run_cli(cmd, NULL, err);
+  if (rc != want_rc) fail_msg("refgeo %s: exit %d, want %d (%s)", cmd, rc, want_rc, err ? *err : "");
+}
+
+static void test_report_plots(void **state) {
+  char args[1024], *err = NULL;
+  snprintf(args, sizeof args, "%s/run --asr %s/asr --geometry %s/geo", g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  char *path = path_in("run/report.html");
+  char *html = rg_read_file(path, NULL);
+  assert_non_null(html);
+
+  /* Self-contained: no URL, no external or inline script, no image. */
+  static const char *const banned[] = {"http", "src=", "<script", "<link", "<img", "url(", "@import"};
+  for (size_t i = 0; i < sizeof banned / sizeof banned[0]; i++)
+    if (strstr(html, banned[i])) fail_msg("report.html holds '%s'", banned[i]);
+  /* One file: the run dir holds the inputs and report.html, no temp file. */
+  char *run_dir = path_in("run");
+  char ls[1200];
+  snprintf(ls, sizeof ls, "ls -A %s | wc -l", run_dir);
+  FILE *p = popen(ls, "r");
+  int n_files = 0;
+  assert_int_equal(fscanf(p, "%d", &n_files), 1);
+  pclose(p);
+  assert_int_equal(n_files, 3);
+  free(run_dir);
+
+  /* Marks per plot, counted from the CSVs above: ASR 2 attacks x 3 rows with
+   * bands; losses 4 columns x 5 rows; the carrier's layer 3 of 4 rows (step
+   * 150 has none) over 3 bands; spectrum 3 columns x 3 finite rows. */
+  const plot_counts want[] = {
+      {"plot-asr", 6, 2, 2, 2, 0},
+      {"plot-losses", 20, 4, 4, 0, 0},
+      {"plot-carrier-layer", 3, 1, 1, 0, 3},
+      {"plot-spectrum", 9, 3, 3, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) check_plot(html, &want[i]);
+  assert_null(strstr(html, "id=\"plot-overrefusal\""));
+
+  /* The points carry the CSV's values (tooltips "NAME: step, value"), and
+   * the ASR axes have round ticks: y 0..0.8 by 0.2 (data 0.009..0.781 and
+   * 0), x 0..100 by 20. */
+  char *asr = svg_of(html, "plot-asr");
+  assert_non_null(strstr(asr, "DirectRequest / harmbench: 50, 0.2</title>"));
+  assert_non_null(strstr(asr, NASTY_ESCAPED " / harmbench: 100, 0.1</title>"));
+  static const char *const ticks[] = {">0</text>", ">0.2</text>", ">0.4</text>", ">0.6</text>", ">0.8</text>",
+                                      ">20</text>", ">100</text>"};
+  for (size_t i = 0; i < sizeof ticks / sizeof ticks[0]; i++)
+    if (!strstr(asr, ticks[i])) fail_msg("plot-asr lacks the tick %s", ticks[i]);
+  assert_null(strstr(asr, ">1</text>"));
+  /* Sorted by step: the DirectRequest line starts at step 0 (x = LEFT 70). */
+  assert_non_null(strstr(asr, "<path class=\"line\" d=\"M70.0 "));
+  free(asr);
+  char *layer = svg_of(html, "plot-carrier-layer");
+  assert_non_null(strstr(layer, ">early</text>"));
+  assert_non_null(strstr(layer, ">late</text>"));
+  assert_non_null(strstr(layer, ">30</text>")); /* L = 30 layers: the late band's top */
+  free(layer);
+
+  /* Escaping: the raw string never appears; legend, table and config show
+   * it escaped. */
+  assert_null(strstr(html, NASTY));
+  assert_true(count(html, NASTY_ESCAPED) >= 3 + 3 + 1 + 1); /* 3 tooltips, 3 table cells, legend, config */
+  free(html);
+  free(path);
+}
+
+static void test_report_published(void **state) {
+  char args[1024], *err = NULL;
+  snprintf(args, sizeof args, "%s/run --asr %s/asr --published %s/published.csv --out %s/with-published.html", g_root,
+           g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  char *path = path_in("with-published.html");
+  char *html = rg_read_file(path, NULL);
+  assert_non_null(html);
+  /* + the 2 published points with a step, one dashed series. */
+  check_plot(html, &(plot_counts){"plot-asr", 8, 3, 3, 2, 0});
+  char *asr = svg_of(html, "plot-asr");
+  assert_int_equal(count(asr, "stroke-dasharray"), 1);
+  assert_non_null(strstr(asr, "published: DirectRequest (R2D2): 100, 0.1</title>"));
+  free(asr);
+  free(html);
+  free(path);
+}
+
+/* One line on stderr, naming NAME, exit 1, and no report written. */
+static void expect_error(const char *args, const char *name) {
+  char *err = NULL;
+  run_report(args, 1, &err);
+  if (!strstr(err, name)) fail_msg("error '%s' does not name %s", err, name);
+  if (count(err, "\n") != 1 || err[strlen(err) - 1] != '\n') fail_msg("not one line: '%s'", err);
+  free(err);
+}
+
+static void test_report_bad_inputs(void **state) {
+  char args[1024], file[1024];
+  snprintf(args, sizeof args, "%s/empty", g_root);
+  snprintf(file, sizeof file, "%s/empty: no CSV to report", g_root);
+  expect_error(args, file);
+  char *report = path_in("empty/report.html");
+  assert_false(rg_path_exists(report));
+  free(report);
+
+  /* An unterminated quote: csv_table refuses it. */
+  write_in("bad/asr.csv", "step,attack,classifier,n,successes,asr,wilson95_lo,wilson95_hi\n0,\"Direct,h,20,1,0.05,0,1\n");
+  snprintf(args, sizeof args, "%s/run --asr %s/bad", g_root, g_root);
+  snprintf(file, sizeof file, "%s/bad/asr.csv", g_root);
+  expect_error(args, file);
+
+  /* A loss that is not a number. */
+  write_in("bad/train_log.csv", "step,loss_total\n1,2.0\n2,abc\n");
+  snprintf(args, sizeof args, "%s/bad --out %s/bad.html", g_root, g_root);
+  snprintf(file, sizeof file, "%s/bad/train_log.csv: row 2, column loss_total: 'abc' is not a number", g_root);
+  expect_error(args, file);
+  char *bad_html = path_in("bad.html");
+  assert_false(rg_path_exists(bad_html));
+  free(bad_html);
+
+  /* A published curve that does not parse, and --asr on a folder without asr.csv. */
+  write_in("bad/published.csv", "source,attack,step\nx,y,1\n"); /* no asr column */
+  snprintf(args, sizeof args, "%s/run --asr %s/asr --published %s/bad/published.csv", g_root, g_root, g_root);
+  snprintf(file, sizeof file, "%s/bad/published.csv", g_root);
+  expect_error(args, file);
+  snprintf(args, sizeof args, "%s/run --asr %s/geo", g_root, g_root);
+  snprintf(file, sizeof file, "%s/geo: no asr.csv", g_root);
+  expect_error(args, file);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_report_plots),
+      cmocka_unit_test(test_report_published),
+      cmocka_unit_test(test_report_bad_inputs),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
