@@ -182,8 +182,16 @@ static void test_report_plots(void **state) {
   for (size_t i = 0; i < sizeof ticks / sizeof ticks[0]; i++)
     if (!strstr(asr, ticks[i])) fail_msg("plot-asr lacks the tick %s", ticks[i]);
   assert_null(strstr(asr, ">1</text>"));
-  /* Sorted by step: the DirectRequest line starts at step 0 (x = LEFT 70). */
-  assert_non_null(strstr(asr, "<path class=\"line\" d=\"M70.0 "));
+  /* Sorted by step although the file lists step 50 first: the
+   * DirectRequest line runs through x = 70, 315, 560 (plot area 70..560
+   * for steps 0..100, svg_plot.c's LEFT and WIDTH - RIGHT). */
+  const char *dr = strstr(asr, "<g class=\"series\" data-name=\"DirectRequest / harmbench\">");
+  assert_non_null(dr);
+  const char *line = strstr(dr, "<path class=\"line\" d=\"");
+  assert_non_null(line);
+  assert_int_equal(strncmp(line + strlen("<path class=\"line\" d=\""), "M70.0 ", 6), 0);
+  const char *x315 = strstr(line, "L315.0 "), *x560 = strstr(line, "L560.0 ");
+  assert_true(x315 && x560 && x315 < x560 && x560 < strchr(line, '>'));
   free(asr);
   char *layer = svg_of(html, "plot-carrier-layer");
   assert_non_null(strstr(layer, ">early</text>"));
