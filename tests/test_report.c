@@ -4,8 +4,8 @@
  *
  * The inputs are hand-written CSVs: train_log.csv (5 updates), asr.csv (2
  * attacks x 3 steps, Wilson cells computed by hand from n and successes),
- * migration.csv (4 steps, the last without an admissible carrier) and a
- * 2-point published curve. Expected counts, tick labels and point values
+ * migration.csv (4 steps, the last without an admissible carrier), a
+ * refusal_rates.csv (3 groups x 2 steps) and a 2-point published curve. Expected counts, tick labels and point values
  * come from those files, not from refgeo. Old main had no `report`
  * command: every case here fails on it.
  */
@@ -52,6 +52,16 @@ static const char MIGRATION[] =
     "100,22,-1,0.7333333,late,-1.1,1.9,0.06,20,33.1,2.8,2.2,1.9,carrier\n"
     "150,,,nan,none,nan,nan,nan,0,nan,nan,nan,nan,none\n";
 
+/* XSTest-style over-refusal: per step the all/all row, then one per label. */
+static const char REFUSAL_RATES[] =
+    "step,attack,classifier,group_column,group,n,refusals,refusal_rate,wilson95_lo,wilson95_hi\n"
+    "0,xstest,refusal-xstest,all,all,20,8,0.4,0.219,0.613\n"
+    "0,xstest,refusal-xstest,label,safe,10,2,0.2,0.057,0.510\n"
+    "0,xstest,refusal-xstest,label,unsafe,10,6,0.6,0.313,0.832\n"
+    "100,xstest,refusal-xstest,all,all,20,11,0.55,0.342,0.742\n"
+    "100,xstest,refusal-xstest,label,safe,10,4,0.4,0.168,0.687\n"
+    "100,xstest,refusal-xstest,label,unsafe,10,7,0.7,0.397,0.892\n";
+
 static const char PUBLISHED[] = "source,method,attack,category,step,asr,n\n"
                                 "paper,R2D2,DirectRequest,all,0,0.45,\n"
                                 "paper,R2D2,DirectRequest,all,100,0.10,\n"
@@ -80,12 +90,14 @@ static int setup(void **state) {
   make_dir("run");
   make_dir("asr");
   make_dir("geo");
+  make_dir("xstest");
   make_dir("empty");
   make_dir("bad");
   write_in("run/train_log.csv", TRAIN_LOG);
   write_in("run/config.ini", "[train]\nbehavior = " NASTY "\n");
   write_in("asr/asr.csv", ASR);
   write_in("geo/migration.csv", MIGRATION);
+  write_in("xstest/refusal_rates.csv", REFUSAL_RATES);
   write_in("published.csv", PUBLISHED);
   return 0;
 }
@@ -207,15 +219,21 @@ static void test_report_plots(void **state) {
   free(path);
 }
 
-static void test_report_published(void **state) {
+static void test_report_published_and_overrefusal(void **state) {
   char args[1024], *err = NULL;
-  snprintf(args, sizeof args, "%s/run --asr %s/asr --published %s/published.csv --out %s/with-published.html", g_root,
-           g_root, g_root, g_root);
+  snprintf(args, sizeof args,
+           "%s/run --asr %s/asr --published %s/published.csv --overrefusal %s/xstest --out %s/with-published.html",
+           g_root, g_root, g_root, g_root, g_root);
   run_report(args, 0, &err);
   free(err);
   char *path = path_in("with-published.html");
   char *html = rg_read_file(path, NULL);
   assert_non_null(html);
+  /* Over-refusal: 3 groups (all, safe, unsafe) x 2 steps, each with its band. */
+  check_plot(html, &(plot_counts){"plot-overrefusal", 6, 3, 3, 3, 0});
+  char *over = svg_of(html, "plot-overrefusal");
+  assert_non_null(strstr(over, "xstest / refusal-xstest / label / safe: 100, 0.4</title>"));
+  free(over);
   /* + the 2 published points with a step, one dashed series. */
   check_plot(html, &(plot_counts){"plot-asr", 8, 3, 3, 2, 0});
   char *asr = svg_of(html, "plot-asr");
@@ -272,7 +290,7 @@ static void test_report_bad_inputs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_plots),
-      cmocka_unit_test(test_report_published),
+      cmocka_unit_test(test_report_published_and_overrefusal),
       cmocka_unit_test(test_report_bad_inputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
