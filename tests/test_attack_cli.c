@@ -217,7 +217,8 @@ static void test_attack_resumes_after_kill(void **state) {
   assert_non_null(want);
   for (int kill_after = 1; kill_after <= 2; kill_after++) {
     char *out = t_tmp_path("attack-tiny-killed.json"), *log = t_tmp_path("attack-tiny-killed-log.csv"),
-         *blog = t_tmp_path("attack-tiny-killed-blog.csv"), *partial = t_tmp_path("attack-tiny-killed.json.partial.json");
+         *blog = t_tmp_path("attack-tiny-killed-blog.csv");
+    char *partial = t_tmp_path("attack-tiny-killed.json.partial.json");
     unlink(out), unlink(partial), unlink(blog);
     char kill[64];
     snprintf(kill, sizeof kill, "attack-behavior:%d", kill_after);
