@@ -95,10 +95,9 @@ static int load(const rg_report_inputs *in, report_data *d) {
                         "--overrefusal)", in->run_dir);
   char *config_path = rg_path_join(in->run_dir, "config.ini");
   if (!config_path) return rg_error_set("out of memory");
-  if (rg_path_exists(config_path)) d->config = rg_read_file(config_path, NULL);
-  int missing_config = rg_path_exists(config_path) && !d->config;
+  int rc = rg_path_exists(config_path) && !(d->config = rg_read_file(config_path, NULL)) ? -1 : 0;
   free(config_path);
-  return missing_config ? -1 : 0;
+  return rc;
 }
 
 static int write_plot(FILE *fp, const char *id, const char *title, const char *x_label, const char *y_label,
