@@ -2,7 +2,8 @@
  * --out FILE.json [--targets FILE.json] [--steps 500] [--search-width 512]
  * [--top-k 256] [--eval-steps 50] [--check-refusal-min-loss 0.05]
  * [--refusal-substrings FILE] [--min-loss X] [--retokenize-filter]
- * [--init-suffix TEXT] [--limit N] [--batch 32] [--seed S]
+ * [--init-suffix TEXT] [--functional-category standard|contextual|all]
+ * [--limit N] [--batch 32] [--seed S]
  * [--chat-template NAME] [--threads N] [--log FILE.csv]
  * [--behavior-log FILE.csv] [--json]`
  *
@@ -46,6 +47,7 @@
 #include "cli_data.h"
 #include "cli_prompt.h"
 #include "commands.h"
+#include "harmbench/asr_run.h"
 #include "harmbench/behaviors.h"
 #include "harmbench/completions.h"
 #include "harmbench/refusal_match.h"
@@ -199,9 +201,34 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, a
   return rc;
 }
 
+/* The behaviors to attack, in file order, into *out[*n] (malloc'd): every
+ * row when CATEGORY is NULL (HarmBench's GCG attacks copyright behaviors
+ * too), else DirectRequest's selection (rg_asr_select_cases: standard,
+ * contextual or all non-copyright); the first LIMIT when LIMIT > 0. */
+static int select_behaviors(const rg_behaviors *bs, const char *category, int limit, const rg_behavior ***out,
+                            size_t *n) {
+  *out = malloc((bs->n ? bs->n : 1) * sizeof **out);
+  *n = 0;
+  if (!*out) return rg_error_set("out of memory");
+  if (!category) {
+    for (size_t i = 0; i < bs->n && (limit <= 0 || *n < (size_t)limit); i++) (*out)[(*n)++] = &bs->items[i];
+    return 0;
+  }
+  rg_asr_category cat;
+  rg_completions sel = {0};
+  int n_copyright = 0;
+  if (rg_asr_category_from_name(category, &cat) < 0 ||
+      rg_asr_select_cases(bs, NULL, NULL, cat, limit, &sel, &n_copyright) < 0)
+    return rg_error_prefix("--functional-category");
+  for (size_t i = 0; i < sel.n; i++) (*out)[(*n)++] = rg_behaviors_find(bs, sel.items[i].behavior_id);
+  rg_completions_free(&sel);
+  return 0;
+}
+
 /* The flags that decide a test case, which a resumed run must share. */
 static cJSON *settings_json(const char *model, const char *behaviors, const char *targets, const char *tmpl,
-                            const rg_gcg_opts *go, const rg_gcg_stop_rule *stop, const char *init, int limit) {
+                            const rg_gcg_opts *go, const rg_gcg_stop_rule *stop, const char *init, const char *category,
+                            int limit) {
   cJSON *s = cJSON_CreateObject();
   cJSON_AddStringToObject(s, "model", model);
   cJSON_AddStringToObject(s, "behaviors", behaviors);
@@ -216,6 +243,7 @@ static cJSON *settings_json(const char *model, const char *behaviors, const char
   cJSON_AddBoolToObject(s, "retokenize_filter", go->retokenize_filter);
   cJSON_AddNumberToObject(s, "eval_steps", stop->eval_steps);
   cJSON_AddNumberToObject(s, "check_refusal_min_loss", stop->min_loss);
+  cJSON_AddStringToObject(s, "functional_category", category ? category : "");
   cJSON_AddNumberToObject(s, "limit", limit);
   return s;
 }
@@ -238,7 +266,8 @@ static int print_summary(const char *out, const attack_progress *p) {
 
 int cmd_attack(int argc, char **argv) {
   const char *model = NULL, *behaviors_path = NULL, *out = NULL, *log_path = NULL, *tmpl_name = NULL,
-             *behavior_log = NULL, *substrings = NULL, *init_suffix = INIT_SUFFIX;
+             *behavior_log = NULL, *substrings = NULL, *init_suffix = INIT_SUFFIX,
+             *category = NULL;
   bool json = false, retokenize = false;
   const char *targets_path = NULL; /* default: harmbench/ in the data folder (cli_data.h) */
   int steps = 500, width = 512, top_k = 256, limit = 0, batch = 32, seed = 0, threads = 0, eval_steps = 50;
@@ -260,6 +289,7 @@ int cmd_attack(int argc, char **argv) {
       {"min-loss", CLI_FLOAT, &min_loss, "stop a behavior below this loss without a refusal check (0: never)"},
       {"retokenize-filter", CLI_BOOL, &retokenize, "drop candidates whose suffix does not re-tokenize to itself"},
       {"init-suffix", CLI_STRING, &init_suffix, "initial suffix text (20 \"!\")"},
+      {"functional-category", CLI_STRING, &category, "standard, contextual or all non-copyright (every row)"},
       {"limit", CLI_INT, &limit, "attack only the first N behaviors"},
       {"batch", CLI_INT, &batch, "candidates evaluated together (32)"},
       {"seed", CLI_INT, &seed, "sampling seed (0)"},
@@ -300,11 +330,12 @@ int cmd_attack(int argc, char **argv) {
   cJSON *targets = bs ? rg_json_read_file(targets_path) : NULL;
   if (targets && !cJSON_IsObject(targets)) rg_error_set("%s: not a JSON object of target strings", targets_path);
   rg_refusal_list *refusals = cJSON_IsObject(targets) ? rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, substrings) : NULL;
-  const size_t n = !bs ? 0 : limit > 0 && (size_t)limit < bs->n ? (size_t)limit : bs->n;
+  const rg_behavior **sel = NULL;
+  size_t n = 0;
+  rc = refusals ? select_behaviors(bs, category, limit, &sel, &n) : -1;
   /* every target up front: a bad one fails the run before hours of attack */
-  rc = refusals ? 0 : -1;
   for (size_t i = 0; rc == 0 && i < n; i++)
-    if (!read_target(targets, targets_path, bs->items[i].id)) rc = -1;
+    if (!read_target(targets, targets_path, sel[i]->id)) rc = -1;
   attack_job j = {.tmpl_name = tmpl_name,
                   .init_suffix = init_suffix,
                   .go = {.steps = steps, .search_width = width, .top_k = top_k, .min_loss = min_loss,
@@ -317,7 +348,7 @@ int cmd_attack(int argc, char **argv) {
   if (rc == 0)
     rc = attack_progress_open(&prog, out,
                               settings_json(model, behaviors_path, targets_path, tmpl_name, &j.go, &j.stop,
-                                            init_suffix, limit));
+                                            init_suffix, category, limit));
   rg_chat_template t = {0};
   rg_csv_writer log;
   bool log_open = false;
@@ -348,7 +379,7 @@ int cmd_attack(int argc, char **argv) {
     j.log = log_open ? &log : NULL;
   }
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    const rg_behavior *b = &bs->items[i];
+    const rg_behavior *b = sel[i];
     if (attack_progress_find(&prog, b->id)) {
       fprintf(stderr, "%s: finished in an earlier run\n", b->id);
       continue;
@@ -379,6 +410,7 @@ int cmd_attack(int argc, char **argv) {
   rg_chat_template_free(&t);
   rg_model_free(j.m);
   rg_refusal_list_free(refusals);
+  free(sel);
   cJSON_Delete(targets);
   rg_behaviors_free(bs);
   free(default_targets), free(default_substrings);
