@@ -29,14 +29,16 @@
  * 3. Bad input: a missing key, an unknown key, a value of the wrong type, a
  *    LoRA target that does not exist, a behaviors file without targets, an
  *    unwritable run dir, --resume on a run dir of another config, an
- *    unknown flag, a new run over an existing one: exit 1, one line naming
- *    the key or file, and the existing run dir untouched.
+ *    unknown flag, a new run over an existing one, a damaged state (a
+ *    meta.json that is not JSON, a short params.f32): exit 1, one line
+ *    naming the key or file, and the existing run dir untouched.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/model.h"
 #include "model/weights.h"
@@ -309,6 +311,14 @@ static void test_bad_input(void **state) {
   free(before), free(after);
   char *empty = run_dir("train_empty");
   expect_error(c, empty, "--resume", "no run to resume");
+  /* a damaged state: a meta.json that is not JSON, then a short params.f32 */
+  char *st = rg_path_join(dir, "state/step-4");
+  char *params = rg_path_join(st, "params.f32"), *meta = rg_path_join(st, "meta.json");
+  assert_int_equal(rg_write_file_atomic(meta, "{\"step\": 4,", 11), 0);
+  expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1 --resume", "meta.json: not valid JSON");
+  assert_int_equal(truncate(params, 100), 0);
+  expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1 --resume", "params.f32: 100 bytes");
+  free(params), free(meta), free(st);
   free(empty);
   free(c);
   free(dir);
