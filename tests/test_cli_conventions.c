@@ -79,13 +79,21 @@ static cJSON *parse_object(char *out, const char *what) {
 
 static void test_every_command_names_itself(void **state) {
   static const char *const COMMANDS[] = {"info",     "tokenize", "generate", "logits", "synth-model", "capture",
-                                         "perturb",  "geometry", "repro",    "asr",    "attack",      "classify"};
+                                         "perturb",  "geometry", "repro",    "asr",    "attack",      "classify",
+                                         "train",    "report",   "export"};
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
     char args[128], needle[128];
     snprintf(args, sizeof args, "%s --no-such-flag", COMMANDS[i]);
     snprintf(needle, sizeof needle, "unknown flag '--no-such-flag' (see refgeo %s --help)", COMMANDS[i]);
     expect_error(args, needle);
   }
+}
+
+/* The version CMakeLists.txt's project() states, one line on stdout. */
+static void test_version(void **state) {
+  char *out = expect_ok("--version");
+  assert_string_equal(out, "refgeo " REFGEO_VERSION "\n");
+  free(out);
 }
 
 static void test_bad_counts(void **state) {
@@ -213,6 +221,7 @@ static void test_json_summaries(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_command_names_itself),
+      cmocka_unit_test(test_version),
       cmocka_unit_test(test_bad_counts),
       cmocka_unit_test(test_prompt_beyond_context),
       cmocka_unit_test(test_model_positional_or_flag),

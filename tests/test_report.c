@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "testlib.h"
 #include "util/fileio.h"
 
@@ -62,6 +64,31 @@ static const char REFUSAL_RATES[] =
     "100,xstest,refusal-xstest,label,safe,10,4,0.4,0.168,0.687\n"
     "100,xstest,refusal-xstest,label,unsafe,10,7,0.7,0.397,0.892\n";
 
+/* Two steps x 3 layers x 2 eoi positions. The heatmaps show position -1,
+ * migration.csv's first best_pos: 5 finite cos_step0 cells there (step
+ * 100, layer 0 is nan) and 5 bypass cells (carriers.csv has no step-100
+ * layer-2 row). The position -2 rows must not be drawn. */
+static const char GEOMETRY[] = "step,checkpoint,layer,pos,hook,cos_step0\n"
+                               "0,c0,0,-2,blocks.0.hook_resid_pre,1\n"
+                               "0,c0,0,-1,blocks.0.hook_resid_pre,1\n"
+                               "0,c0,1,-1,blocks.1.hook_resid_pre,1\n"
+                               "0,c0,2,-1,blocks.2.hook_resid_pre,1\n"
+                               "100,c100,0,-1,blocks.0.hook_resid_pre,nan\n"
+                               "100,c100,1,-1,blocks.1.hook_resid_pre,0.5\n"
+                               "100,c100,2,-1,blocks.2.hook_resid_pre,-0.25\n"
+                               "100,c100,2,-2,blocks.2.hook_resid_pre,0.9\n";
+static const char CARRIERS[] = "step,pos,layer,bypass,induce,kl,admissible,reject_reason,rank\n"
+                               "0,-2,0,3.5,1,0.01,1,,1\n"
+                               "0,-1,0,1.0,1,0.01,1,,2\n"
+                               "0,-1,1,-2.0,1,0.01,1,,1\n"
+                               "0,-1,2,0.5,1,0.01,1,,3\n"
+                               "100,-1,0,2.0,1,0.01,1,,2\n"
+                               "100,-1,1,-1.5,1,0.01,1,,1\n";
+
+/* The model a run names: 3 bytes "abc", whose sha256 is FIPS 180-2's first
+ * example. */
+#define MODEL_SHA256 "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
 static const char PUBLISHED[] = "source,method,attack,category,step,asr,n\n"
                                 "paper,R2D2,DirectRequest,all,0,0.45,\n"
                                 "paper,R2D2,DirectRequest,all,100,0.10,\n"
@@ -94,9 +121,15 @@ static int setup(void **state) {
   make_dir("empty");
   make_dir("bad");
   write_in("run/train_log.csv", TRAIN_LOG);
-  write_in("run/config.ini", "[train]\nbehavior = " NASTY "\n");
+  char *model = path_in("model.gguf"), config[1024];
+  write_in("model.gguf", "abc");
+  snprintf(config, sizeof config, "[model]\nmodel = %s\n[train]\nbehavior = " NASTY "\n", model);
+  free(model);
+  write_in("run/config.ini", config);
   write_in("asr/asr.csv", ASR);
   write_in("geo/migration.csv", MIGRATION);
+  write_in("geo/geometry.csv", GEOMETRY);
+  write_in("geo/carriers.csv", CARRIERS);
   write_in("xstest/refusal_rates.csv", REFUSAL_RATES);
   write_in("published.csv", PUBLISHED);
   return 0;
@@ -116,9 +149,11 @@ static size_t count(const char *hay, const char *needle) {
 /* The <svg> element with id ID, as a malloc'd string (fails when absent). */
 static char *svg_of(const char *html, const char *id) {
   char key[96];
-  snprintf(key, sizeof key, "<svg class=\"plot\" id=\"%s\"", id);
-  const char *start = strstr(html, key);
-  if (!start) fail_msg("no plot %s", id);
+  snprintf(key, sizeof key, " id=\"%s\"", id);
+  const char *at = strstr(html, key), *start = at;
+  if (!at) fail_msg("no plot %s", id);
+  while (start > html && strncmp(start, "<svg class=\"plot", 16) != 0) start--;
+  if (strncmp(start, "<svg class=\"plot", 16) != 0 || strchr(start, '>') < at) fail_msg("%s is not a plot", id);
   const char *end = strstr(start, "</svg>");
   assert_non_null(end);
   return strndup(start, (size_t)(end - start) + 6);
@@ -183,6 +218,25 @@ static void test_report_plots(void **state) {
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) check_plot(html, &want[i]);
   assert_null(strstr(html, "id=\"plot-overrefusal\""));
 
+  /* Heatmaps: one cell per finite value at position -1, with its value. */
+  char *cos = svg_of(html, "plot-cos-step0"), *bypass = svg_of(html, "plot-bypass");
+  assert_int_equal(count(cos, "class=\"cell\""), 5);
+  assert_int_equal(count(bypass, "class=\"cell\""), 5);
+  assert_non_null(strstr(cos, "step 100, layer 2: -0.25</title>"));
+  assert_null(strstr(cos, ": 0.9</title>")); /* position -2 */
+  assert_non_null(strstr(cos, "(eoi position -1)"));
+  assert_non_null(strstr(bypass, "step 0, layer 1: -2</title>"));
+  /* cos = 1 is the diverging scale's red end (ColorBrewer RdBu #b2182b),
+   * bypass = -2 (the minimum) the sequential scale's light end (#ffffcc). */
+  assert_non_null(strstr(cos, "fill=\"#b2182b\"><title>step 0, layer 0: 1</title>"));
+  assert_non_null(strstr(bypass, "fill=\"#ffffcc\"><title>step 0, layer 1: -2</title>"));
+  free(cos);
+  free(bypass);
+
+  /* Provenance: the version CMake states and the model's sha256. */
+  assert_non_null(strstr(html, "<th>refgeo</th><td>" REFGEO_VERSION "</td>"));
+  assert_non_null(strstr(html, MODEL_SHA256 "  model.gguf"));
+
   /* The points carry the CSV's values (tooltips "NAME: step, value"), and
    * the ASR axes have round ticks: y 0..0.8 by 0.2 (data 0.009..0.781 and
    * 0), x 0..100 by 20. */
@@ -244,6 +298,54 @@ static void test_report_published_and_overrefusal(void **state) {
   free(path);
 }
 
+/* --notebook: an nbformat 4.5 notebook whose code cells redraw each plot
+ * from the CSVs and carry, as saved output, the very SVG of report.html.
+ * (nbformat's own validator and an executed run are the optional Python
+ * check tests/check_notebook.py.) */
+static void test_report_notebook(void **state) {
+  char args[1024], *err = NULL;
+  snprintf(args, sizeof args, "%s/run --asr %s/asr --geometry %s/geo --out %s/nb.html --notebook --notebook-dir %s/nb/",
+           g_root, g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  char *nb_path = path_in("nb/run.ipynb"), *html_path = path_in("nb.html");
+  char *text = rg_read_file(nb_path, NULL), *html = rg_read_file(html_path, NULL);
+  assert_non_null(text);
+  assert_non_null(html);
+  cJSON *nb = cJSON_Parse(text);
+  assert_non_null(nb);
+  assert_int_equal(cJSON_GetObjectItem(nb, "nbformat")->valueint, 4);
+  assert_int_equal(cJSON_GetObjectItem(nb, "nbformat_minor")->valueint, 5);
+  static const char *const ids[] = {"plot-asr", "plot-carrier-layer", "plot-spectrum", "plot-cos-step0",
+                                    "plot-bypass", "plot-losses"};
+  size_t n_code = 0;
+  const cJSON *cell;
+  cJSON_ArrayForEach(cell, cJSON_GetObjectItem(nb, "cells")) {
+    const char *type = cJSON_GetObjectItem(cell, "cell_type")->valuestring;
+    assert_non_null(cJSON_GetObjectItem(cell, "id"));
+    if (strcmp(type, "code") != 0) continue;
+    assert_true(n_code < sizeof ids / sizeof ids[0]);
+    const char *source = cJSON_GetObjectItem(cell, "source")->valuestring;
+    const cJSON *out = cJSON_GetArrayItem(cJSON_GetObjectItem(cell, "outputs"), 0);
+    const char *svg = cJSON_GetObjectItem(cJSON_GetObjectItem(out, "data"), "image/svg+xml")->valuestring;
+    char *want = svg_of(html, ids[n_code]);
+    if (strncmp(svg, want, strlen(want)) != 0) fail_msg("code cell %zu: its SVG is not %s's", n_code, ids[n_code]);
+    free(want);
+    assert_non_null(strstr(source, "pd.read_csv(\""));
+    assert_non_null(strstr(source, g_root)); /* the CSVs by absolute path */
+    n_code++;
+  }
+  assert_int_equal(n_code, sizeof ids / sizeof ids[0]);
+  /* The escaped behavior name in the Markdown table, never raw HTML. */
+  assert_null(strstr(text, NASTY_CSV));
+  assert_non_null(strstr(text, "&lt;b&gt;"));
+  cJSON_Delete(nb);
+  free(text);
+  free(html);
+  free(nb_path);
+  free(html_path);
+}
+
 /* One line on stderr, naming NAME, exit 1, and no report written. */
 static void expect_error(const char *args, const char *name) {
   char *err = NULL;
@@ -291,6 +393,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_plots),
       cmocka_unit_test(test_report_published_and_overrefusal),
+      cmocka_unit_test(test_report_notebook),
       cmocka_unit_test(test_report_bad_inputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -279,7 +279,7 @@ static void test_bad_input(void **state) {
   c = write_config("train_ok.ini", "", "");
   expect_error(c, dir, "--lr fast", "lr: \"fast\" is not a number");
   expect_error(c, dir, "--grad-accum 0", "grad_accum: 0 is below 1");
-  expect_error(c, dir, "--learning-rate 1", "unknown flag --learning-rate");
+  expect_error(c, dir, "--learning-rate 1", "unknown flag '--learning-rate'");
   char *lora = write_config("train_lora.ini", "mode = lora\nlora_targets = q,x\n", "");
   expect_error(lora, dir, "", "lora_targets");
   free(lora);

@@ -61,6 +61,17 @@ static int plan(rg_train_config *cfg, const char *device, bool json) {
   return 0;
 }
 
+/* Whether FLAG (without "--") names a config key; '-' stands for '_'. */
+static bool is_config_key(const char *flag) {
+  const char *key;
+  for (int k = 0; (key = rg_train_config_key(k, NULL, NULL, NULL, NULL)); k++) {
+    size_t i = 0;
+    while (key[i] && (flag[i] == key[i] || (flag[i] == '-' && key[i] == '_'))) i++;
+    if (!key[i] && !flag[i]) return true;
+  }
+  return false;
+}
+
 int cmd_train(int argc, char **argv) {
   const char *config_path = NULL, *out = NULL, *device = NULL;
   bool resume = false, want_plan = false, json = false;
@@ -86,10 +97,6 @@ int cmd_train(int argc, char **argv) {
     rg_error_set("--plan writes nothing: drop --out and --resume (usage: refgeo train %s)", USAGE);
     return cli_fail();
   }
-  if (!out && !want_plan) {
-    rg_error_set("--out RUN_DIR is required (usage: refgeo train %s)", USAGE);
-    return cli_fail();
-  }
   char *data_dir = cli_data_path("");
   rg_train_config cfg;
   int rc = data_dir && rg_train_config_init(&cfg, data_dir) == 0 ? 0 : -1;
@@ -107,15 +114,18 @@ int cmd_train(int argc, char **argv) {
       rc = rg_error_set("unexpected argument \"%s\" (usage: refgeo train %s)", argv[i], USAGE);
       break;
     }
+    if (!is_config_key(argv[i] + 2)) {
+      rc = rg_error_set("unknown flag '%s' (see refgeo train --help)", argv[i]);
+      break;
+    }
     if (i + 1 >= argc) {
       rc = rg_error_set("%s: missing value", argv[i]);
       break;
     }
-    const int set = rg_train_config_set(&cfg, argv[i] + 2, argv[i + 1]);
-    if (set > 0) rc = rg_error_set("unknown flag %s (refgeo train --help lists the keys)", argv[i]);
-    if (set < 0) rc = -1; /* the error names the key */
+    if (rg_train_config_set(&cfg, argv[i] + 2, argv[i + 1]) != 0) rc = -1; /* the error names the key */
     i++;
   }
+  if (rc == 0 && !out && !want_plan) rc = rg_error_set("--out RUN_DIR is required (usage: refgeo train %s)", USAGE);
   if (rc == 0) rc = rg_train_config_check(&cfg);
   if (rc == 0 && want_plan) rc = plan(&cfg, device ? device : "cpu", json);
   if (want_plan) {

@@ -25,7 +25,8 @@ static const rg_command COMMANDS[] = {
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: refgeo COMMAND [ARGS] (refgeo COMMAND --help for details)\n\ncommands:\n");
+  fprintf(out, "usage: refgeo COMMAND [ARGS] (refgeo COMMAND --help for details)\n"
+               "       refgeo --version\n\ncommands:\n");
   for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
 }
 
@@ -36,6 +37,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
     usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("refgeo %s\n", REFGEO_VERSION);
     return 0;
   }
   for (int i = 0; i < N_COMMANDS; i++) {

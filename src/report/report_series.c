@@ -1,6 +1,7 @@
 #include "report/report_series.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -138,4 +139,74 @@ int rg_series_add(rg_series_set *set, const char *name, size_t n, const double *
   s->dashed = dashed;
   sort_by_x(s);
   return 0;
+}
+
+void rg_grid_free(rg_grid *g) {
+  free(g->x);
+  free(g->y);
+  free(g->value);
+  *g = (rg_grid){0};
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts V[0..N) and drops repeats; returns the distinct count. */
+static size_t sort_unique(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+  return k;
+}
+
+static size_t index_of(const double *v, size_t n, double x) {
+  const double *hit = bsearch(&x, v, n, sizeof *v, cmp_double);
+  return (size_t)(hit - v);
+}
+
+int rg_grid_from_csv(rg_grid *g, const rg_csv *t, const char *x_col, const char *y_col, const char *v_col,
+                     const char *filter_col, double filter_value) {
+  *g = (rg_grid){0};
+  int xc = rg_csv_require_col(t, x_col), yc = rg_csv_require_col(t, y_col), vc = rg_csv_require_col(t, v_col);
+  int fc = rg_csv_require_col(t, filter_col);
+  if (xc < 0 || yc < 0 || vc < 0 || fc < 0) return -1;
+  size_t n = 0;
+  bool *filled = NULL;
+  bool *keep = calloc(t->n_rows ? t->n_rows : 1, sizeof *keep);
+  g->x = malloc((t->n_rows + 1) * sizeof *g->x);
+  g->y = malloc((t->n_rows + 1) * sizeof *g->y);
+  int rc = keep && g->x && g->y ? 0 : rg_error_set("out of memory");
+  for (size_t r = 0; r < t->n_rows && rc == 0; r++) {
+    double f;
+    if ((rc = rg_csv_number(t, r, fc, &f)) < 0) break;
+    if (f != filter_value) continue;
+    if ((rc = rg_csv_number(t, r, xc, &g->x[n])) < 0 || (rc = rg_csv_number(t, r, yc, &g->y[n])) < 0) break;
+    if (!isfinite(g->x[n]) || !isfinite(g->y[n]))
+      rc = rg_error_set("%s: row %zu: %s and %s must be numbers", t->path, r + 1, x_col, y_col);
+    keep[r] = true, n++;
+  }
+  if (rc == 0) {
+    g->n_x = sort_unique(g->x, n);
+    g->n_y = sort_unique(g->y, n);
+    g->value = malloc((g->n_x * g->n_y + 1) * sizeof *g->value);
+    filled = calloc(g->n_x * g->n_y + 1, sizeof *filled); /* a NaN value still fills its cell */
+    if (!g->value || !filled) rc = rg_error_set("out of memory");
+  }
+  for (size_t i = 0; rc == 0 && i < g->n_x * g->n_y; i++) g->value[i] = NAN;
+  for (size_t r = 0; r < t->n_rows && rc == 0; r++) {
+    if (!keep[r]) continue;
+    double x, y, v;
+    rg_csv_number(t, r, xc, &x), rg_csv_number(t, r, yc, &y); /* parsed above */
+    if ((rc = rg_csv_number(t, r, vc, &v)) < 0) break;
+    size_t cell = index_of(g->y, g->n_y, y) * g->n_x + index_of(g->x, g->n_x, x);
+    if (filled[cell]) rc = rg_error_set("%s: row %zu: a second row for %s %g, %s %g", t->path, r + 1, x_col, x, y_col, y);
+    g->value[cell] = v, filled[cell] = true;
+  }
+  free(keep);
+  free(filled);
+  if (rc < 0) rg_grid_free(g);
+  return rc;
 }

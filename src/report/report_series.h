@@ -42,4 +42,20 @@ size_t rg_series_points(const rg_series_set *set);
 
 void rg_series_set_free(rg_series_set *set);
 
+/* A value per (x, y) cell, for a heatmap: X and Y are the distinct values
+ * of two columns, ascending; VALUE[iy * n_x + ix] is NaN where no row has
+ * that pair. */
+typedef struct {
+  size_t n_x, n_y;
+  double *x, *y, *value;
+} rg_grid;
+
+/* The grid of V_COL over (X_COL, Y_COL) from the rows of T whose FILTER_COL
+ * holds the number FILTER_VALUE (e.g. geometry.csv's rows at one eoi
+ * position). Two rows for the same cell, or a missing column, are errors
+ * naming the file. No matching row gives an empty grid. Returns 0 or -1. */
+int rg_grid_from_csv(rg_grid *g, const rg_csv *t, const char *x_col, const char *y_col, const char *v_col,
+                     const char *filter_col, double filter_value);
+void rg_grid_free(rg_grid *g);
+
 #endif

@@ -1,0 +1,432 @@
+#include "report/report_figures.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_series.h"
+#include "report/svg_heatmap.h"
+#include "report/svg_plot.h"
+#include "util/error.h"
+
+/* ------------------------------------------------------------ Python text */
+
+/* S as a Python string literal: double quotes, with backslash, quote and
+ * control characters escaped (UTF-8 passes through: Python 3 source is
+ * UTF-8). */
+static void py_str(FILE *fp, const char *s) {
+  fputc('"', fp);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '\\' || c == '"') fprintf(fp, "\\%c", c);
+    else if (c == '\n') fputs("\\n", fp);
+    else if (c < 0x20 || c == 0x7f) fprintf(fp, "\\x%02x", c);
+    else fputc(c, fp);
+  }
+  fputc('"', fp);
+}
+
+/* VAR = pd.read_csv(<PATH made absolute>). */
+static void py_read_csv(FILE *fp, const char *var, const char *path) {
+  char abs[PATH_MAX];
+  fprintf(fp, "%s = pd.read_csv(", var);
+  py_str(fp, realpath(path, abs) ? abs : path);
+  fputs(")\n", fp);
+}
+
+static const char PY_HEAD[] = "import pandas as pd\nimport matplotlib.pyplot as plt\n\n";
+
+/* ------------------------------------------------------------ line plots */
+
+/* One line plot under construction: the series for the SVG and the Python
+ * code that draws the same series. */
+typedef struct {
+  rg_series_set set;
+  char *py_text;
+  size_t py_size;
+  FILE *py;
+  int n_tables; /* CSVs read so far: names the Python variables t0, t1 ... */
+} plot_builder;
+
+static int plot_begin(plot_builder *b) {
+  *b = (plot_builder){0};
+  if (!(b->py = open_memstream(&b->py_text, &b->py_size))) return rg_error_set("out of memory");
+  fprintf(b->py, "%sfig, ax = plt.subplots(figsize=(8.6, 3.6))\n", PY_HEAD);
+  return 0;
+}
+
+static void plot_discard(plot_builder *b) {
+  if (b->py) fclose(b->py);
+  free(b->py_text);
+  rg_series_set_free(&b->set);
+  *b = (plot_builder){0};
+}
+
+/* rg_series_from_csv's series, and the same in pandas: rows grouped by
+ * GROUP_COLS in order of first appearance, each sorted by x (stable), the
+ * band filled between LO_COL and HI_COL. */
+static int plot_csv_series(plot_builder *b, const rg_csv *t, const char *x, const char *y, const char *lo,
+                           const char *hi, const char *const *group_cols, int n_group, const char *prefix) {
+  if (rg_series_from_csv(&b->set, t, x, y, lo, hi, group_cols, n_group, prefix) < 0) return -1;
+  FILE *py = b->py;
+  char var[16];
+  snprintf(var, sizeof var, "t%d", b->n_tables++);
+  py_read_csv(py, var, t->path);
+  const char *indent = "";
+  if (n_group > 0) {
+    fprintf(py, "for key, g in %s.groupby([", var);
+    for (int k = 0; k < n_group; k++) {
+      if (k) fputs(", ", py);
+      py_str(py, group_cols[k]);
+    }
+    fputs("], sort=False, dropna=False):\n", py);
+    fputs("    key = key if isinstance(key, tuple) else (key,)\n", py);
+    indent = "    ";
+  } else {
+    fprintf(py, "g = %s\n", var);
+  }
+  fprintf(py, "%sg = g.sort_values(", indent);
+  py_str(py, x);
+  fprintf(py, ", kind=\"stable\")\n%sline, = ax.plot(g[", indent);
+  py_str(py, x);
+  fputs("], g[", py);
+  py_str(py, y);
+  fputs("], marker=\"o\", markersize=4, label=", py);
+  py_str(py, prefix);
+  fputs(n_group > 0 ? " + \" / \".join(map(str, key)))\n" : ")\n", py);
+  if (lo && hi) {
+    fprintf(py, "%sax.fill_between(g[", indent);
+    py_str(py, x);
+    fputs("], g[", py);
+    py_str(py, lo);
+    fputs("], g[", py);
+    py_str(py, hi);
+    fputs("], color=line.get_color(), alpha=0.15, linewidth=0)\n", py);
+  }
+  return 0;
+}
+
+/* The published points (with a step and an ASR) as one dashed series per
+ * attack and method; PATH is the published CSV. */
+static int plot_published(plot_builder *b, const rg_published_curve *c, const char *path) {
+  double *x = malloc((c->n + 1) * sizeof *x), *y = malloc((c->n + 1) * sizeof *y);
+  int rc = x && y ? 0 : rg_error_set("out of memory");
+  for (size_t i = 0; i < c->n && rc == 0; i++) {
+    const rg_published_point *p = &c->items[i];
+    size_t first = 0;
+    while (first < i &&
+           (strcmp(c->items[first].attack, p->attack) != 0 || strcmp(c->items[first].method, p->method) != 0))
+      first++;
+    if (first < i) continue; /* this attack and method were drawn with an earlier row */
+    size_t n = 0;
+    for (size_t j = i; j < c->n; j++) {
+      const rg_published_point *q = &c->items[j];
+      if (!q->has_step || !q->has_asr || strcmp(q->attack, p->attack) != 0 || strcmp(q->method, p->method) != 0)
+        continue;
+      x[n] = (double)q->step, y[n] = q->asr, n++;
+    }
+    if (n == 0) continue;
+    char name[256];
+    snprintf(name, sizeof name, "published: %s (%s)", p->attack, p->method);
+    rc = rg_series_add(&b->set, name, n, x, y, true);
+  }
+  free(x);
+  free(y);
+  if (rc < 0) return -1;
+  py_read_csv(b->py, "published", path);
+  fputs("published = published.dropna(subset=[\"step\", \"asr\"])\n"
+        "for (attack, method), g in published.groupby([\"attack\", \"method\"], sort=False):\n"
+        "    g = g.sort_values(\"step\", kind=\"stable\")\n"
+        "    ax.plot(g[\"step\"], g[\"asr\"], \"--o\", markersize=4, markerfacecolor=\"white\",\n"
+        "            label=f\"published: {attack} ({method})\")\n",
+        b->py);
+  return 0;
+}
+
+/* Text drawn into a figure: what the page calls it and where it goes. */
+typedef struct {
+  const char *section_id, *section_title, *id, *title, *x_label, *y_label;
+} figure_text;
+
+static int push_figure(rg_figures *f, const figure_text *txt, char *svg, char *python) {
+  rg_figure *grown = realloc(f->items, (size_t)(f->n + 1) * sizeof *grown);
+  if (!grown) {
+    free(svg);
+    free(python);
+    return rg_error_set("out of memory");
+  }
+  f->items = grown;
+  rg_figure *fig = &f->items[f->n++];
+  *fig = (rg_figure){.section_id = strdup(txt->section_id), .section_title = strdup(txt->section_title),
+                     .title = strdup(txt->title), .svg = svg, .python = python};
+  if (!fig->section_id || !fig->section_title || !fig->title) return rg_error_set("out of memory");
+  return 0;
+}
+
+/* Draws the builder's series as SVG, ends its Python code, and appends the
+ * figure to F. Frees the builder either way. */
+static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, const rg_svg_hband *hbands,
+                       int n_hbands, bool y_from_zero) {
+  char *svg = NULL;
+  size_t svg_size = 0;
+  FILE *fp = open_memstream(&svg, &svg_size);
+  int rc = fp ? 0 : rg_error_set("out of memory");
+  if (rc == 0) {
+    rg_svg_plot p = {.id = txt->id, .title = txt->title, .x_label = txt->x_label, .y_label = txt->y_label,
+                     .series = b->set.items, .n_series = b->set.n, .hbands = hbands, .n_hbands = n_hbands,
+                     .y_from_zero = y_from_zero};
+    rc = rg_svg_plot_write(fp, &p);
+    fclose(fp);
+  }
+  FILE *py = b->py;
+  for (int k = 0; k < n_hbands; k++) {
+    fprintf(py, "ax.axhspan(%.17g, %.17g, color=\"C%d\", alpha=0.08, linewidth=0)\n", hbands[k].y0, hbands[k].y1, k);
+    fprintf(py, "ax.annotate(");
+    py_str(py, hbands[k].label);
+    fprintf(py, ", (0.005, %.17g), xycoords=(\"axes fraction\", \"data\"), va=\"top\", fontsize=8, color=\"grey\")\n",
+            hbands[k].y1);
+  }
+  if (y_from_zero) fputs("ax.set_ylim(bottom=min(0, ax.get_ylim()[0]))\n", py);
+  fputs("ax.set(title=", py);
+  py_str(py, txt->title);
+  fputs(", xlabel=", py);
+  py_str(py, txt->x_label);
+  fputs(", ylabel=", py);
+  py_str(py, txt->y_label);
+  fputs(")\n", py);
+  if (b->set.n > 0) fputs("ax.legend(fontsize=8, loc=\"center left\", bbox_to_anchor=(1.01, 0.5))\n", py);
+  fputs("fig.tight_layout()\nplt.show()\n", py);
+  fclose(b->py);
+  b->py = NULL;
+  char *python = b->py_text;
+  b->py_text = NULL;
+  plot_discard(b);
+  if (rc < 0) {
+    free(svg);
+    free(python);
+    return -1;
+  }
+  return push_figure(f, txt, svg, python);
+}
+
+/* ------------------------------------------------------------ the figures */
+
+static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
+  static const char *const by[] = {"attack", "classifier"};
+  plot_builder b;
+  if (plot_begin(&b) < 0) return -1;
+  int rc = 0;
+  for (int i = 0; i < d->n_asr && rc == 0; i++) {
+    char prefix[512] = "";
+    if (d->n_asr > 1) snprintf(prefix, sizeof prefix, "%s: ", in->asr_dirs[i]); /* tell the folders apart */
+    rc = plot_csv_series(&b, d->asr[i], "step", "asr", "wilson95_lo", "wilson95_hi", by, 2, prefix);
+  }
+  if (rc == 0 && d->has_published) rc = plot_published(&b, &d->published, in->published);
+  if (rc < 0) {
+    plot_discard(&b);
+    return -1;
+  }
+  figure_text txt = {"asr", "Attack success rate", "plot-asr", "Attack success rate (band: Wilson 95%)",
+                     "training step", "ASR"};
+  return plot_finish(&b, f, &txt, NULL, 0, true);
+}
+
+static int figure_overrefusal(rg_figures *f, const rg_csv *t) {
+  static const char *const by[] = {"attack", "classifier", "group_column", "group"};
+  plot_builder b;
+  if (plot_begin(&b) < 0) return -1;
+  if (plot_csv_series(&b, t, "step", "refusal_rate", "wilson95_lo", "wilson95_hi", by, 4, "") < 0) {
+    plot_discard(&b);
+    return -1;
+  }
+  figure_text txt = {"overrefusal", "Over-refusal", "plot-overrefusal",
+                     "Refusal rate per prompt group (band: Wilson 95%)", "training step", "refusal rate"};
+  return plot_finish(&b, f, &txt, NULL, 0, true);
+}
+
+/* The number of layers L of the model, from a row whose carrier exists:
+ * rel_depth = l* / L (csv-formats.md). 0 when no row tells. */
+static int n_layers_of(const rg_csv *mig) {
+  int lc = rg_csv_col(mig, "best_layer"), rc = rg_csv_col(mig, "rel_depth");
+  if (lc < 0 || rc < 0) return 0;
+  for (size_t r = 0; r < mig->n_rows; r++) {
+    double l, rel;
+    if (rg_csv_number(mig, r, lc, &l) < 0 || rg_csv_number(mig, r, rc, &rel) < 0) return -1;
+    if (isfinite(l) && isfinite(rel) && rel > 0) return (int)lround(l / rel);
+  }
+  return 0;
+}
+
+static int figure_carrier_layer(rg_figures *f, const rg_csv *mig) {
+  int n_layers = n_layers_of(mig);
+  if (n_layers < 0) return -1;
+  /* migration.csv's default labels: early below L/3, late from 2L/3
+   * (csv-formats.md; a run with other thresholds still gets these bands). */
+  double L = n_layers;
+  rg_svg_hband bands[] = {{0, L / 3, "early"}, {L / 3, 2 * L / 3, "middle"}, {2 * L / 3, L, "late"}};
+  plot_builder b;
+  if (plot_begin(&b) < 0) return -1;
+  if (plot_csv_series(&b, mig, "step", "best_layer", NULL, NULL, NULL, 0, "best carrier layer l*") < 0) {
+    plot_discard(&b);
+    return -1;
+  }
+  figure_text txt = {"migration", "Carrier migration and spectrum", "plot-carrier-layer",
+                     "Migration: the selected carrier's layer", "training step", "layer"};
+  return plot_finish(&b, f, &txt, bands, n_layers > 0 ? 3 : 0, true);
+}
+
+/* The columns COLS of T (those it has) against step; no figure when it has
+ * none of them. */
+static int figure_columns(rg_figures *f, const rg_csv *t, const char *const *cols, int n_cols,
+                          const figure_text *txt) {
+  plot_builder b;
+  if (plot_begin(&b) < 0) return -1;
+  for (int k = 0; k < n_cols; k++)
+    if (rg_csv_col(t, cols[k]) >= 0 && plot_csv_series(&b, t, "step", cols[k], NULL, NULL, NULL, 0, cols[k]) < 0) {
+      plot_discard(&b);
+      return -1;
+    }
+  if (b.set.n == 0) {
+    plot_discard(&b);
+    return 0;
+  }
+  return plot_finish(&b, f, txt, NULL, 0, true);
+}
+
+/* ------------------------------------------------------------ heatmaps */
+
+/* The eoi position the heatmaps show: the best carrier's at the first row
+ * of migration.csv that has one, else the last prompt token. */
+static int heatmap_position(const rg_csv *mig, int *pos) {
+  *pos = -1;
+  int pc = mig ? rg_csv_col(mig, "best_pos") : -1;
+  for (size_t r = 0; pc >= 0 && r < mig->n_rows; r++) {
+    double p;
+    if (rg_csv_number(mig, r, pc, &p) < 0) return -1;
+    if (isfinite(p)) {
+      *pos = (int)p;
+      break;
+    }
+  }
+  return 0;
+}
+
+typedef struct {
+  const char *column, *value_label, *id, *title;
+  bool diverging; /* a cosine: fixed range [-1, 1], blue-white-red */
+} heatmap_spec;
+
+static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, int pos, double lo, double hi) {
+  char *text = NULL;
+  size_t size = 0;
+  FILE *py = open_memstream(&text, &size);
+  if (!py) return NULL;
+  fputs(PY_HEAD, py);
+  py_read_csv(py, "t", t->path);
+  fprintf(py, "t = t[t[\"pos\"] == %d]\ngrid = t.set_index([\"layer\", \"step\"])[", pos);
+  py_str(py, s->column);
+  fputs("].unstack(\"step\").sort_index()\n"
+        "fig, ax = plt.subplots(figsize=(8.6, 4.2))\n",
+        py);
+  fprintf(py, "im = ax.pcolormesh(grid.to_numpy(dtype=float), cmap=\"%s\", vmin=%.17g, vmax=%.17g)\n",
+          s->diverging ? "RdBu_r" : "YlGnBu", lo, hi);
+  fputs("ax.set_xticks([i + 0.5 for i in range(grid.shape[1])], [f\"{v:g}\" for v in grid.columns])\n"
+        "every = max(1, -(-grid.shape[0] // 12))\n"
+        "ax.set_yticks([i + 0.5 for i in range(0, grid.shape[0], every)],\n"
+        "              [f\"{v:g}\" for v in grid.index[::every]])\n"
+        "fig.colorbar(im, ax=ax, label=",
+        py);
+  py_str(py, s->value_label);
+  fputs(")\nax.set(title=", py);
+  py_str(py, s->title);
+  fputs(", xlabel=\"training step\", ylabel=\"layer\")\nfig.tight_layout()\nplt.show()\n", py);
+  fclose(py);
+  return text;
+}
+
+static int figure_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s, int pos) {
+  rg_grid g;
+  if (rg_grid_from_csv(&g, t, "step", "layer", s->column, "pos", pos) < 0) return -1;
+  double lo = -1, hi = 1;
+  if (!s->diverging) {
+    lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < g.n_x * g.n_y; i++)
+      if (isfinite(g.value[i])) lo = fmin(lo, g.value[i]), hi = fmax(hi, g.value[i]);
+    if (!(lo <= hi)) lo = 0, hi = 1; /* no finite value: an empty grid */
+  }
+  char title[256];
+  snprintf(title, sizeof title, "%s (eoi position %d)", s->title, pos);
+  rg_svg_heatmap h = {.id = s->id, .title = title, .x_label = "training step", .y_label = "layer",
+                      .value_label = s->value_label, .n_x = g.n_x, .n_y = g.n_y, .x = g.x, .y = g.y,
+                      .value = g.value, .lo = lo, .hi = hi, .diverging = s->diverging};
+  char *svg = NULL;
+  size_t svg_size = 0;
+  FILE *fp = open_memstream(&svg, &svg_size);
+  int rc = fp ? 0 : rg_error_set("out of memory");
+  if (fp) {
+    rc = rg_svg_heatmap_write(fp, &h);
+    fclose(fp);
+  }
+  heatmap_spec shown = *s;
+  shown.title = title;
+  char *python = rc == 0 ? heatmap_python(t, &shown, pos, lo, hi) : NULL;
+  rg_grid_free(&g);
+  if (rc < 0 || !python) {
+    free(svg);
+    free(python);
+    return rc < 0 ? -1 : rg_error_set("out of memory");
+  }
+  figure_text txt = {"layers", "Per-layer measures", s->id, title, "training step", "layer"};
+  return push_figure(f, &txt, svg, python);
+}
+
+static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
+  if ((d->n_asr > 0 || d->has_published) && figure_asr(f, d, in) < 0) return -1;
+  if (d->refusal_rates && figure_overrefusal(f, d->refusal_rates) < 0) return -1;
+  if (d->migration) {
+    static const char *const spectrum[] = {"erank_sigma", "erank_sigma2", "pr"};
+    figure_text txt = {"migration", "Carrier migration and spectrum", "plot-spectrum",
+                       "Effective rank (p \u221d \u03c3, p \u221d \u03c3\u00b2) and participation ratio of the carrier matrix",
+                       "training step", "rank"};
+    if (figure_carrier_layer(f, d->migration) < 0 || figure_columns(f, d->migration, spectrum, 3, &txt) < 0)
+      return -1;
+  }
+  int pos;
+  if ((d->geometry || d->carriers) && heatmap_position(d->migration, &pos) < 0) return -1;
+  static const heatmap_spec COS = {"cos_step0", "cosine", "plot-cos-step0",
+                                   "Refusal direction r[l]: cosine to step 0", true};
+  static const heatmap_spec BYPASS = {"bypass", "bypass (refusal log-odds)", "plot-bypass",
+                                      "Bypass score of r[l] (lower: a stronger carrier)", false};
+  if (d->geometry && figure_heatmap(f, d->geometry, &COS, pos) < 0) return -1;
+  if (d->carriers && figure_heatmap(f, d->carriers, &BYPASS, pos) < 0) return -1;
+  if (d->train_log) {
+    static const char *const losses[] = {"loss_total", "loss_utility", "loss_away", "loss_toward"};
+    figure_text txt = {"training", "Training losses", "plot-losses", "R2D2 losses per optimizer update",
+                       "training step", "loss (nats)"};
+    if (figure_columns(f, d->train_log, losses, 4, &txt) < 0) return -1;
+  }
+  return 0;
+}
+
+int rg_figures_build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
+  *f = (rg_figures){0};
+  if (build(f, d, in) == 0) return 0;
+  rg_figures_free(f);
+  return -1;
+}
+
+void rg_figures_free(rg_figures *f) {
+  for (int i = 0; i < f->n; i++) {
+    rg_figure *fig = &f->items[i];
+    free(fig->section_id);
+    free(fig->section_title);
+    free(fig->title);
+    free(fig->svg);
+    free(fig->python);
+  }
+  free(f->items);
+  *f = (rg_figures){0};
+}

@@ -1,0 +1,44 @@
+/* report_figures.h: the report's plots, each drawn twice from the same
+ * description: as SVG by refgeo (svg_plot.h, svg_heatmap.h) and as Python
+ * code (pandas + matplotlib) that redraws it from the CSVs, for the
+ * notebook. Building both from one call per series keeps them from drifting
+ * apart.
+ *
+ * The figures, in page order, each when its CSV is there:
+ *   plot-asr            ASR against step per attack / classifier with the
+ *                       Wilson 95% band, the published curve dashed;
+ *   plot-overrefusal    refusal_rates.csv's refusal_rate per group;
+ *   plot-carrier-layer  migration.csv's best_layer over early / middle /
+ *                       late bands;
+ *   plot-spectrum       migration.csv's erank_sigma, erank_sigma2 and pr;
+ *   plot-cos-step0      heatmap layer x step of geometry.csv's cos_step0;
+ *   plot-bypass         heatmap layer x step of carriers.csv's bypass;
+ *   plot-losses         train_log.csv's loss columns.
+ * The heatmaps show one eoi position: the best carrier's at the first step
+ * that has one (migration.csv), else the last prompt token (-1).
+ */
+#ifndef RG_REPORT_FIGURES_H
+#define RG_REPORT_FIGURES_H
+
+#include "report/report_data.h"
+
+typedef struct {
+  char *section_id, *section_title; /* the page section the figure belongs to */
+  char *title;
+  char *svg;    /* one <svg> element */
+  char *python; /* a self-contained code cell (imports, reads, draws) */
+} rg_figure;
+
+typedef struct {
+  rg_figure *items;
+  int n;
+} rg_figures;
+
+/* Builds every figure D has data for. CSV paths in the Python code are
+ * absolute, so that the code runs from any folder. Returns 0, or -1 with
+ * the error set (a CSV cell that is not a number, a missing column, out of
+ * memory); F is then empty. */
+int rg_figures_build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in);
+void rg_figures_free(rg_figures *f);
+
+#endif
