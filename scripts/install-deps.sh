@@ -2,12 +2,14 @@
 # Installs refgeo's build and test dependencies from Debian's packages.
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and
 # libomp-dev (OpenMP for clang) build the fuzzing harnesses (scripts/fuzz.sh).
+# chromium and python3-venv serve the optional report checks (tests/check/,
+# scripts/check-env.sh).
 # Idempotent: packages already present are skipped, so a second run is quick
 # and needs no network.
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config unzip ca-certificates python3-pip
+  build-essential cmake pkg-config unzip ca-certificates python3-pip python3-venv
   libopenblas-dev liblapacke-dev
   libhdf5-dev hdf5-tools
   libcsv-dev libcjson-dev
@@ -16,6 +18,7 @@ PACKAGES=(
   libcmocka-dev
   time strace
   clang libclang-rt-14-dev libomp-dev
+  chromium
 )
 
 missing=()

@@ -16,11 +16,15 @@ export REFGEO_MODEL_QWEN
 # llama.cpp's tokenizer conformance suite for test_tokenizer_suite
 REFGEO_TOKENIZER_SUITE="$(bash scripts/fetch-tokenizer-suite.sh)"
 export REFGEO_TOKENIZER_SUITE
+# the optional checks' Python (report in Chromium, notebook in Jupyter); without
+# it (no PyPI) test_report skips those checks and says so
+REFGEO_CHECK_PYTHON="$(bash scripts/check-env.sh)" || REFGEO_CHECK_PYTHON=""
+export REFGEO_CHECK_PYTHON
 JOBS="$(nproc)"
 
 run_suite() { # build-dir, cmake args...
   local dir="$1"; shift
-  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" -DREFGEO_TOKENIZER_SUITE="$REFGEO_TOKENIZER_SUITE" "$@" >/dev/null
+  cmake -S . -B "$dir" -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" -DREFGEO_TOKENIZER_SUITE="$REFGEO_TOKENIZER_SUITE" -DREFGEO_CHECK_PYTHON="$REFGEO_CHECK_PYTHON" "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
   (cd "$dir" && ctest --output-on-failure -j "$JOBS")
 }

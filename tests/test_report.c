@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -176,7 +177,7 @@ static void check_plot(const char *html, const plot_counts *want) {
 }
 
 static void run_report(const char *args, int want_rc, char **err) {
-  char cmd[2048];
+  char cmd[2200];
   snprintf(cmd, sizeof cmd, "report %s", args);
   int rc = t_run_cli(cmd, NULL, err);
   if (rc != want_rc) fail_msg("refgeo %s: exit %d, want %d (%s)", cmd, rc, want_rc, err ? *err : "");
@@ -346,6 +347,48 @@ static void test_report_notebook(void **state) {
   free(html_path);
 }
 
+/* Runs tests/check/SCRIPT with the check environment's Python; a script
+ * that exits 77 (no browser, no nbformat) skips the test. */
+static void run_check(const char *python, const char *script, const char *args) {
+  char *path = t_fixture_path(script), cmd[4096];
+  snprintf(cmd, sizeof cmd, "'%s' '%s' %s", python, path, args);
+  free(path);
+  int rc = system(cmd);
+  int code = rc >= 0 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  if (code == 77) skip();
+  if (code != 0) fail_msg("%s failed (exit %d)", script, code);
+}
+
+/* Acceptance of the report in the tools people read it with: report.html
+ * in headless Chromium (each plot's marks in the parsed DOM, a screenshot
+ * that is not blank) and the notebook in Jupyter (nbformat.validate, then
+ * nbconvert --execute). Needs REFGEO_CHECK_PYTHON (scripts/check-env.sh
+ * makes it; scripts/test.sh passes it); skipped without it. */
+static void test_report_in_browser_and_jupyter(void **state) {
+  const char *python = getenv("REFGEO_CHECK_PYTHON");
+  if (!python || !*python) {
+    print_message("skipped: REFGEO_CHECK_PYTHON is not set (scripts/check-env.sh)\n");
+    skip();
+  }
+  char args[2048], *err = NULL;
+  snprintf(args, sizeof args,
+           "%s/run --asr %s/asr --geometry %s/geo --overrefusal %s/xstest --published %s/published.csv "
+           "--out %s/full.html --notebook --notebook-dir %s/full-nb",
+           g_root, g_root, g_root, g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  /* Marks per plot from the CSVs above: ASR 2 x 3 measured + 2 published
+   * points, over-refusal 3 groups x 2 steps, the carrier's layer 3,
+   * spectrum 3 x 3, heatmaps 5 cells each, losses 4 x 5. */
+  snprintf(args, sizeof args,
+           "%s/full.html %s/report.png plot-asr=8 plot-overrefusal=6 plot-carrier-layer=3 plot-spectrum=9 "
+           "plot-cos-step0=5 plot-bypass=5 plot-losses=20",
+           g_root, g_root);
+  run_check(python, "../check/check_report_browser.py", args);
+  snprintf(args, sizeof args, "%s/full-nb/run.ipynb %s/executed", g_root, g_root);
+  run_check(python, "../check/check_notebook.py", args);
+}
+
 /* One line on stderr, naming NAME, exit 1, and no report written. */
 static void expect_error(const char *args, const char *name) {
   char *err = NULL;
@@ -394,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_report_plots),
       cmocka_unit_test(test_report_published_and_overrefusal),
       cmocka_unit_test(test_report_notebook),
+      cmocka_unit_test(test_report_in_browser_and_jupyter),
       cmocka_unit_test(test_report_bad_inputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
