@@ -95,7 +95,12 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
     }
     if (parse_value(o, val) != 0) return -1;
   }
-  return 0;
+  return cli_check_only() ? 1 : 0; /* checked: stop as after --help */
+}
+
+bool cli_check_only(void) {
+  const char *v = getenv("REFGEO_CHECK_FLAGS");
+  return v && strcmp(v, "1") == 0;
 }
 
 void cli_list_free(cli_list *l) {

@@ -47,6 +47,12 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
               int max_pos, int *n_pos);
 void cli_list_free(cli_list *l);
 
+/* With REFGEO_CHECK_FLAGS=1 in the environment a command only checks its
+ * flags: cli_parse returns 1 (as for --help) once they parse, and the
+ * command exits 0 without doing any work. `refgeo run` checks every stage's
+ * flags this way before the first stage starts. */
+bool cli_check_only(void);
+
 /* Names the running subcommand for cli_fail (refgeo.c's dispatcher; a
  * process runs one subcommand). */
 void cli_set_command(const char *name);

@@ -127,6 +127,10 @@ int cmd_train(int argc, char **argv) {
   }
   if (rc == 0 && !out && !want_plan) rc = rg_error_set("--out RUN_DIR is required (usage: refgeo train %s)", USAGE);
   if (rc == 0) rc = rg_train_config_check(&cfg);
+  if (rc == 0 && cli_check_only()) { /* `refgeo run` checking the [train] keys */
+    rg_train_config_free(&cfg);
+    return 0;
+  }
   if (rc == 0 && want_plan) rc = plan(&cfg, device ? device : "cpu", json);
   if (want_plan) {
     rg_train_config_free(&cfg);

@@ -28,5 +28,6 @@ int cmd_attack(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const rg_command COMMANDS[] = {
     {"train", cmd_train, "R2D2 adversarial fine-tuning: a checkpoint series from an INI config"},
     {"classify", cmd_classify, "label existing completions (JSON or a CSV column) with a refusal classifier"},
     {"report", cmd_report, "a self-contained report.html with plots of a run and its analysis CSVs"},
+    {"run", cmd_run, "the whole job from one config: train, capture, geometry, asr, repro, report"},
 };
 static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 

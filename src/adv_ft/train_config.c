@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/ini_lines.h"
 
 typedef enum { K_STR, K_INT, K_DBL } key_kind;
 
@@ -224,34 +225,10 @@ typedef struct {
   rg_train_config *c;
   const char *path;
   char *dir;
-  FILE *fp;
-  int line;         /* lines read so far: inih calls the handler right after reading a key's line */
-  bool indented;    /* that line starts with a blank: inih's continuation of the key before */
+  rg_ini_lines lines; /* the reader's file, line number and indentation */
   char last[64];    /* the key of the last key line */
   int failed;
 } ini_ctx;
-
-/* inih's reader: fgets, counting lines (Debian's libinih is built without
- * INI_HANDLER_LINENO, so the handler cannot be told the line). A line that
- * does not fit inih's buffer (INI_MAX_LINE, 200 bytes in Debian's build)
- * is an error here: inih would read its rest as a line of its own. */
-static char *read_line(char *str, int num, void *stream) {
-  ini_ctx *x = stream;
-  char *r = fgets(str, num, x->fp);
-  if (!r) return NULL;
-  x->line++;
-  x->indented = str[0] == ' ' || str[0] == '\t';
-  if (!strchr(str, '\n') && !feof(x->fp)) {
-    if (!x->failed)
-      rg_error_set("%s:%d: a line longer than %d bytes (inih's limit; continue a list on indented lines)", x->path,
-                   x->line, num - 2);
-    x->failed = 1;
-    int ch;
-    while ((ch = fgetc(x->fp)) != EOF && ch != '\n') {
-    }
-  }
-  return r;
-}
 
 /* Appends VALUE (resolved) to the list key K: a continuation line. */
 static int append_paths(ini_ctx *x, const key_def *k, const char *value) {
@@ -271,10 +248,10 @@ static int append_paths(ini_ctx *x, const key_def *k, const char *value) {
 
 static int on_key(void *user, const char *section, const char *name, const char *value) {
   ini_ctx *x = user;
-  const int line = x->line;
-  if (x->failed) return 0;
+  const int line = x->lines.line;
+  if (x->failed || x->lines.too_long) return 0;
   const key_def *k = find(name);
-  const bool continued = x->indented && strcmp(name, x->last) == 0;
+  const bool continued = x->lines.indented && strcmp(name, x->last) == 0;
   const size_t name_len = strlen(name);
   if (name_len < sizeof x->last)
     memcpy(x->last, name, name_len + 1);
@@ -310,7 +287,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 int rg_train_config_read(rg_train_config *c, const char *path) {
   FILE *fp = fopen(path, "r");
   if (!fp) return rg_error_set("%s: %s", path, strerror(errno));
-  ini_ctx x = {.c = c, .path = path, .dir = strdup(path), .fp = fp};
+  ini_ctx x = {.c = c, .path = path, .dir = strdup(path), .lines = {.fp = fp, .path = path}};
   if (!x.dir) {
     fclose(fp);
     return rg_error_set("out of memory");
@@ -329,10 +306,10 @@ int rg_train_config_read(rg_train_config *c, const char *path) {
     fclose(fp);
     return rg_error_set("%s: cannot resolve its folder", path);
   }
-  const int rc = ini_parse_stream(read_line, &x, on_key, &x);
+  const int rc = ini_parse_stream(rg_ini_read_line, &x.lines, on_key, &x);
   fclose(fp);
   free(x.dir);
-  if (x.failed) return -1;
+  if (x.failed || x.lines.too_long) return -1;
   if (rc != 0) return rg_error_set("%s:%d: not an INI line (\"key = value\" or \"[section]\")", path, rc);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "model/prompt_encode.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 enum { DEFAULT_BATCH = 16 };
 
@@ -258,6 +259,7 @@ int rg_capture_series(const rg_checkpoint_series *series, const char *out_path, 
   int rc = f ? 0 : -1;
   for (int i = 0; rc == 0 && i < series->n; i++) {
     const rg_checkpoint *ck = &series->items[i];
+    if (i > 0) rg_fault_point("capture-step"); /* tests: a kill between two steps of a series */
     if (rg_acts_has_step(f, ck->step)) {
       if (o.log) fprintf(o.log, "step %ld: already captured\n", ck->step);
       continue;
