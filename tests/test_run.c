@@ -16,8 +16,9 @@
  *    every file as it was.
  * 2. --dry-run lists the stages and writes nothing.
  * 3. Bad input: an unknown stage, a key in the wrong section, a [run] key
- *    that does not exist, a section refgeo does not know: one line naming
- *    the config file (and the section or key), exit 1, nothing written.
+ *    that does not exist, a section refgeo does not know, in the file or
+ *    as a --set override: one line naming the config file or the override
+ *    (and the section or key), exit 1, nothing written.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,17 @@ static void test_bad_configs(void **state) {
   expect_error("section.ini", "", "max_new_tokens = 4\n", "section.ini [capture]: unknown flag '--max-new-tokens'");
   expect_error("runkey.ini", "epochs = 3\n", "", "runkey.ini:5: [run] has no key 'epochs'");
   expect_error("unknown.ini", "", "[plots]\nwidth = 3\n", "unknown.ini:9: unknown section [plots]");
+  /* --set overrides: the same rules, named by the flag */
+  char *c = write_run_config("set.ini", "bad-set", "", ""), args[1024], *err = NULL;
+  snprintf(args, sizeof args, "run '%s' --set plots.width=3", c);
+  assert_int_equal(t_run_cli(args, NULL, &err), 1);
+  assert_non_null(strstr(err, "--set plots.width=3: unknown section [plots]"));
+  free(err);
+  snprintf(args, sizeof args, "run '%s' --set capture.max_new_tokens=4", c);
+  assert_int_equal(t_run_cli(args, NULL, &err), 1);
+  assert_non_null(strstr(err, "[capture]: unknown flag '--max-new-tokens'"));
+  free(err);
+  free(c);
 }
 
 int main(void) {

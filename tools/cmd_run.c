@@ -497,20 +497,26 @@ static int write_resolved(const plan *p) {
 
 int cmd_run(int argc, char **argv) {
   bool dry_run = false;
+  cli_list sets = {0};
   const cli_opt opts[] = {
       {"dry-run", CLI_BOOL, &dry_run, "print the stages, which are up to date, and the last time each took"},
+      {"set", CLI_MULTI, &sets, "SECTION.KEY=VALUE over the config (repeatable), e.g. --set train.updates=10"},
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, 1, "CONFIG.ini [--dry-run]\n\nexample: refgeo run data/demo.ini", pos, 1,
-                     &n_pos);
-  if (rc != 0) return rc > 0 ? 0 : cli_fail();
-  if (n_pos != 1) {
-    rg_error_set("give the config: refgeo run CONFIG.ini");
-    return cli_fail();
+  int rc = cli_parse(argc, argv, opts, 2,
+                     "CONFIG.ini [--dry-run] [--set SECTION.KEY=VALUE ...]\n\nexample: refgeo run data/demo.ini "
+                     "--set train.updates=10",
+                     pos, 1, &n_pos);
+  if (rc == 0 && n_pos != 1) rc = rg_error_set("give the config: refgeo run CONFIG.ini");
+  if (rc != 0) {
+    cli_list_free(&sets);
+    return rc > 0 ? 0 : cli_fail();
   }
   plan p = {0};
   rc = run_config_read(&p.cfg, pos[0]);
+  for (int i = 0; rc == 0 && i < sets.n; i++) rc = run_config_override(&p.cfg, sets.items[i]);
+  cli_list_free(&sets);
   if (rc == 0) rc = build_plan(&p);
   const char *tmp = getenv("TMPDIR");
   if (rc == 0) rc = check_flags(&p, tmp && *tmp ? tmp : "/tmp"); /* before anything is written */

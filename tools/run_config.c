@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,65 +49,90 @@ static char *resolve(const char *dir, const char *value) {
   return strdup(value);
 }
 
-static run_section *section_of(run_config *c, const char *name, int line, int *failed) {
-  if (c->n_sections > 0 && strcmp(c->sections[c->n_sections - 1].name, name) == 0)
-    return &c->sections[c->n_sections - 1];
-  if (run_config_section(c, name)) {
-    rg_error_set("%s:%d: section [%s] given twice", c->path, line, name);
-    *failed = 1;
-    return NULL;
-  }
+/* Errors below start with WHERE: "PATH:LINE" for a line of the file,
+ * "--set S.K=V" for an override. */
+
+/* The section NAME, appended when new. NULL with the error set. */
+static run_section *section_named(run_config *c, const char *name, const char *where) {
+  for (int i = 0; i < c->n_sections; i++)
+    if (strcmp(c->sections[i].name, name) == 0) return &c->sections[i];
   if (!known_section(name)) {
-    rg_error_set("%s:%d: unknown section [%s] (run, train, capture, geometry, asr, asr NAME, repro, report)",
-                 c->path, line, name);
-    *failed = 1;
+    rg_error_set("%s: unknown section [%s] (run, train, capture, geometry, asr, asr NAME, repro, report)", where,
+                 name);
     return NULL;
   }
   run_section *grown = realloc(c->sections, (size_t)(c->n_sections + 1) * sizeof *grown);
-  if (!grown) return NULL;
+  if (!grown) {
+    rg_error_set("out of memory");
+    return NULL;
+  }
   c->sections = grown;
   run_section *s = &c->sections[c->n_sections];
   *s = (run_section){.name = strdup(name)};
-  if (!s->name) return NULL;
+  if (!s->name) {
+    rg_error_set("out of memory");
+    return NULL;
+  }
   c->n_sections++;
   return s;
 }
 
-static int on_key(void *user, const char *section, const char *key, const char *value, int line) {
-  reader *r = user;
-  run_config *c = r->c;
-  if (!section[0]) return rg_error_set("%s:%d: '%s' is outside any section", c->path, line, key), r->failed = 1, 0;
-  run_section *s = section_of(c, section, line, &r->failed);
-  if (!s) {
-    if (!r->failed) rg_error_set("out of memory"), r->failed = 1;
-    return 0;
-  }
-  if (run_section_get(s, key)) return rg_error_set("%s:%d: [%s] %s given twice", c->path, line, section, key), r->failed = 1, 0;
-  if (strcmp(section, "run") == 0) {
+/* Sets KEY of section S to VALUE (taken), replacing it when REPLACE, else a
+ * second KEY is an error. Returns 0, or -1 with the error set. */
+static int set_key(run_section *s, const char *key, char *value, int line, bool replace, const char *where) {
+  if (!value) return rg_error_set("out of memory");
+  if (strcmp(s->name, "run") == 0) {
     size_t k = 0;
     while (k < sizeof RUN_KEYS / sizeof RUN_KEYS[0] && strcmp(key, RUN_KEYS[k]) != 0) k++;
     if (k == sizeof RUN_KEYS / sizeof RUN_KEYS[0]) {
-      rg_error_set("%s:%d: [run] has no key '%s' (out, stages, train_config, run_dir, manifest, model, threads)",
-                   c->path, line, key);
-      r->failed = 1;
-      return 0;
+      free(value);
+      return rg_error_set("%s: [run] has no key '%s' (out, stages, train_config, run_dir, manifest, model, threads)",
+                          where, key);
     }
   }
+  for (int k = 0; k < s->n_keys; k++) {
+    if (strcmp(s->keys[k].key, key) != 0) continue;
+    if (!replace) {
+      free(value);
+      return rg_error_set("%s: [%s] %s given twice", where, s->name, key);
+    }
+    free(s->keys[k].value);
+    s->keys[k].value = value;
+    return 0;
+  }
   run_key *grown = realloc(s->keys, (size_t)(s->n_keys + 1) * sizeof *grown);
-  if (!grown) return rg_error_set("out of memory"), r->failed = 1, 0;
+  char *k = strdup(key);
+  if (!grown || !k) {
+    if (grown) s->keys = grown;
+    free(k);
+    free(value);
+    return rg_error_set("out of memory");
+  }
   s->keys = grown;
+  s->keys[s->n_keys++] = (run_key){.key = k, .value = value, .line = line};
+  return 0;
+}
+
+static int on_key(reader *r, const char *section, const char *key, const char *value, int line) {
+  run_config *c = r->c;
+  char where[PATH_MAX + 16];
+  snprintf(where, sizeof where, "%s:%d", c->path, line);
+  if (!section[0]) return rg_error_set("%s: '%s' is outside any section", where, key);
+  /* a section may not come back later in the file (a second [asr] would
+   * silently merge with the first) */
+  const bool current = c->n_sections > 0 && strcmp(c->sections[c->n_sections - 1].name, section) == 0;
+  if (!current && run_config_section(c, section)) return rg_error_set("%s: section [%s] given twice", where, section);
+  run_section *s = section_named(c, section, where);
+  if (!s) return -1;
   /* `out` is where the user runs, not beside the INI file */
-  run_key kv = {.key = strdup(key), .value = strcmp(key, "out") == 0 ? strdup(value) : resolve(r->dir, value),
-                .line = line};
-  s->keys[s->n_keys++] = kv;
-  if (!kv.key || !kv.value) return rg_error_set("out of memory"), r->failed = 1, 0;
-  return 1;
+  return set_key(s, key, strcmp(key, "out") == 0 ? strdup(value) : resolve(r->dir, value), line, false, where);
 }
 
 static int on_key_counted(void *user, const char *section, const char *key, const char *value) {
   reader *r = user;
   if (r->failed || r->lines.too_long) return 0;
-  return on_key(r, section, key, value, r->lines.line);
+  if (on_key(r, section, key, value, r->lines.line) < 0) r->failed = 1;
+  return !r->failed;
 }
 
 int run_config_read(run_config *c, const char *path) {
@@ -133,6 +159,18 @@ int run_config_read(run_config *c, const char *path) {
     return -1;
   }
   return 0;
+}
+
+int run_config_override(run_config *c, const char *assignment) {
+  const char *eq = strchr(assignment, '='), *dot = strchr(assignment, '.');
+  if (!eq || !dot || dot > eq || dot == assignment || eq == dot + 1)
+    return rg_error_set("--set '%s': not SECTION.KEY=VALUE", assignment);
+  char section[128], key[128], where[300];
+  snprintf(section, sizeof section, "%.*s", (int)(dot - assignment), assignment);
+  snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
+  snprintf(where, sizeof where, "--set %s", assignment);
+  run_section *s = section_named(c, section, where);
+  return s ? set_key(s, key, strdup(eq + 1), 0, true, where) : -1;
 }
 
 void run_config_free(run_config *c) {

@@ -43,6 +43,12 @@ typedef struct {
 int run_config_read(run_config *c, const char *path);
 void run_config_free(run_config *c);
 
+/* Applies "SECTION.KEY=VALUE" (a command-line override: `--set
+ * train.updates=10`), adding or replacing the key; the section must be one
+ * a config may have. VALUE is kept as written (relative to where refgeo
+ * runs). Returns 0, or -1 with the error set. */
+int run_config_override(run_config *c, const char *assignment);
+
 /* The section NAME, or NULL. */
 const run_section *run_config_section(const run_config *c, const char *name);
 /* The value of KEY in S (S may be NULL), or NULL. */
