@@ -1,48 +1,66 @@
-/* test_progress.c: util/progress.h on a file (not a terminal): one line per
- * tenth of the work whatever the number of ticks, each with the count, the
- * percentage and the time left; nothing at all without a stream. */
+/* test_progress.c: util/progress.h on a file and on a terminal.
+ *
+ * A file or pipe (a log) gets one line per loop, at its end, with the count,
+ * the time and the rate; no carriage return, no bar. A pseudo-terminal
+ * (openpty: isatty is true, as for a user's shell) gets the bar redrawn in
+ * place with the count, percentage, rate and ETA, then the end line.
+ * Without a stream nothing is written.
+ */
+#include <pty.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testlib.h"
 #include "util/progress.h"
 
-static char *report(int total, int ticks) {
-  FILE *f = tmpfile();
-  assert_non_null(f);
+static void tick_all(FILE *f, int total) {
   rg_progress p;
   rg_progress_start(&p, f, "scoring", total);
-  for (int i = 1; i <= ticks; i++) rg_progress_tick(&p, i);
+  for (int i = 1; i <= total; i++) rg_progress_tick(&p, i);
   rg_progress_end(&p);
+}
+
+static char *read_all(FILE *f) {
   long n = ftell(f);
   rewind(f);
   char *text = calloc((size_t)n + 1, 1);
   assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
   return text;
 }
 
-static int count_lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
+static void test_log_gets_one_line(void **state) {
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  tick_all(f, 180); /* the demo's carrier count */
+  char *text = read_all(f);
+  fclose(f);
+  assert_non_null(strstr(text, "scoring: 180 done in "));
+  assert_non_null(strstr(text, "/s)\n"));
+  assert_ptr_equal(strchr(text, '\n'), text + strlen(text) - 1); /* one line */
+  assert_null(strchr(text, '\r'));
+  assert_null(strchr(text, '['));
+  free(text);
 }
 
-static void test_ten_lines(void **state) {
-  /* 180 ticks (the demo's carrier count): 10 progress lines + the end line */
-  char *text = report(180, 180);
-  assert_int_equal(count_lines(text), 11);
-  assert_non_null(strstr(text, "scoring: 18/180 (10%), "));
-  assert_non_null(strstr(text, "scoring: 180/180 (100%), "));
-  assert_non_null(strstr(text, "about 0s left"));
-  assert_non_null(strstr(text, "scoring: done in "));
-  assert_null(strchr(text, '\r')); /* a file gets no carriage returns */
-  free(text);
-  /* fewer items than tenths: one line per item */
-  text = report(3, 3);
-  assert_int_equal(count_lines(text), 4);
-  assert_non_null(strstr(text, "scoring: 1/3 (33%)"));
-  free(text);
+static void test_terminal_gets_a_bar(void **state) {
+  int leader, follower;
+  assert_int_equal(openpty(&leader, &follower, NULL, NULL, NULL), 0);
+  FILE *f = fdopen(follower, "w");
+  assert_non_null(f);
+  tick_all(f, 4);
+  fclose(f);
+  char text[4096];
+  size_t n = 0;
+  ssize_t got;
+  while (n < sizeof text - 1 && (got = read(leader, text + n, sizeof text - 1 - n)) > 0) n += (size_t)got;
+  text[n] = '\0';
+  close(leader);
+  /* after 2 of 4: half the 24-character bar, 50%, a rate and an ETA */
+  assert_non_null(strstr(text, "\rscoring [############............] 2/4  50%  "));
+  assert_non_null(strstr(text, "ETA "));
+  assert_non_null(strstr(text, "scoring [########################] 4/4 100%"));
+  assert_non_null(strstr(text, "\rscoring: 4 done in "));
 }
 
 static void test_no_stream(void **state) {
@@ -53,6 +71,7 @@ static void test_no_stream(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_ten_lines), cmocka_unit_test(test_no_stream)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_log_gets_one_line),
+                                     cmocka_unit_test(test_terminal_gets_a_bar), cmocka_unit_test(test_no_stream)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

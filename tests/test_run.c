@@ -14,8 +14,10 @@
  *    which the tables quote, is swapped), train_log.csv but for its two
  *    timing columns. A third run of B does no work and says so, leaving
  *    every file as it was.
- * 2. --dry-run lists the stages and writes nothing.
- * 3. Bad input: an unknown stage, a key in the wrong section, a [run] key
+ * 2. Progress: bars with rate and ETA under a pseudo-terminal, one line per
+ *    checkpoint when stderr is piped.
+ * 3. --dry-run lists the stages and writes nothing.
+ * 4. Bad input: an unknown stage, a key in the wrong section, a [run] key
  *    that does not exist, a section refgeo does not know, in the file or
  *    as a --set override: one line naming the config file or the override
  *    (and the section or key), exit 1, nothing written.
@@ -182,6 +184,29 @@ static void test_resume_after_kill_and_nothing_to_redo(void **state) {
   free(a), free(b);
 }
 
+/* The bars go to a terminal only: `refgeo capture` of run A's checkpoints
+ * under a pseudo-terminal (util-linux `script`) draws them, with rate and
+ * ETA; with stderr piped it prints one line per checkpoint and no bar. */
+static void test_progress_bars_on_a_terminal_only(void **state) {
+  char *run_a = path_in("a"), *h5_tty = path_in("tty.h5"), *h5_pipe = path_in("pipe.h5"), cmd[4096];
+  snprintf(cmd, sizeof cmd, "script -qfec \"'%s' capture --run-dir '%s' --out '%s' --n-train 6 --n-val 4\" /dev/null",
+           t_env("REFGEO_BIN"), run_a, h5_tty);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, p);
+  text[n] = '\0';
+  assert_int_equal(pclose(p), 0);
+  if (!strstr(text, "step 2: capture [") || !strstr(text, "ETA ")) fail_msg("no bar on a terminal: %s", text);
+  char args[2048], *err = NULL;
+  snprintf(args, sizeof args, "capture --run-dir '%s' --out '%s' --n-train 6 --n-val 4", run_a, h5_pipe);
+  assert_int_equal(t_run_cli(args, NULL, &err), 0);
+  assert_null(strchr(err, '\r'));
+  assert_null(strstr(err, "ETA"));
+  assert_non_null(strstr(err, "step 2: capture: 20 done in ")); /* 6 + 6 train, 4 + 4 val prompts */
+  free(err), free(run_a), free(h5_tty), free(h5_pipe);
+}
+
 static void test_dry_run_writes_nothing(void **state) {
   char *c = write_run_config("dry.ini", "dry", "", ""), args[1024], *out = NULL, *err = NULL;
   snprintf(args, sizeof args, "run '%s' --dry-run", c);
@@ -229,6 +254,7 @@ static void test_bad_configs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_after_kill_and_nothing_to_redo),
+      cmocka_unit_test(test_progress_bars_on_a_terminal_only),
       cmocka_unit_test(test_dry_run_writes_nothing),
       cmocka_unit_test(test_bad_configs),
   };

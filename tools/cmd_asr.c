@@ -107,7 +107,8 @@ static bool same_cases(const rg_completions *a, const rg_completions *b) {
 }
 
 /* Generates the completions of one checkpoint into *out. */
-static int generate_step(const asr_job *j, const char *model_path, rg_completions *out) {
+static int generate_step(const asr_job *j, const rg_checkpoint *ck, rg_completions *out) {
+  const char *model_path = ck->path;
   rg_model *m = rg_model_load(model_path);
   if (!m) return -1;
   size_t n = j->cases->n;
@@ -123,6 +124,9 @@ static int generate_step(const asr_job *j, const char *model_path, rg_completion
   rg_asr_gen_opts go = j->gen;
   go.stop_ids = stop;
   go.n_stop = n_stop;
+  char label[160];
+  snprintf(label, sizeof label, "step %ld %s: generating", ck->step, j->attack);
+  go.progress = stderr, go.progress_label = label;
   if (rc == 0) rc = cli_intervention_load(j->intervention, m, &go.intervention);
   if (rc == 0) rc = rg_asr_generate(m, (const int32_t *const *)ids, lens, (int)n, &go, gens);
   memset(out, 0, sizeof *out);
@@ -170,7 +174,7 @@ static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
     if (rc == 0 && !same_cases(&c, j->cases))
       rc = rg_error_set("%s: holds other test cases than this run (remove it or use another --out)", path);
   } else {
-    rc = generate_step(j, ck->path, &c);
+    rc = generate_step(j, ck, &c);
     if (rc == 0) rc = rg_completions_write(path, &c);
   }
   int *labels = rc == 0 ? calloc((size_t)j->n_cls * c.n + 1, sizeof *labels) : NULL;

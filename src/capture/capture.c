@@ -14,6 +14,7 @@
 #include "model/tokenizer.h"
 #include "util/error.h"
 #include "util/fault.h"
+#include "util/progress.h"
 
 enum { DEFAULT_BATCH = 16 };
 
@@ -94,6 +95,8 @@ typedef struct {
   int n_pos, batch;
   long long tokens; /* prompt tokens run through the model in this step */
   double forward_s; /* time spent in prefill (the throughput figure) */
+  rg_progress progress; /* prompts of every split done in this step */
+  int n_done;
 } step_ctx;
 
 static double now_s(void) {
@@ -146,6 +149,7 @@ static int capture_split(step_ctx *c, rg_session *s, const rg_model *m, const rg
     for (int site = 0; rc == 0 && site < RG_HOOK_N_SITES; site++)
       for (int j = 0; rc == 0 && (sink->sites & RG_HOOK_BIT(site)) && j < nb; j++)
         rc = rg_acts_write_prompt(c->file, (rg_hook_site)site, b + j, sink->buf[site] + (size_t)j * per_prompt);
+    if (rc == 0) rg_progress_tick(&c->progress, c->n_done += nb);
   }
   if (rc < 0) return rg_error_prefix("%s", sp->name);
   return end_sites(c);
@@ -180,9 +184,15 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
   rg_capture spec = {.fn = keep_eoi_rows, .user = &sink, .layer_sites = layer_sites, .from_pos = sink.from_pos};
   if (rc == 0) rg_session_set_capture(s, &spec);
   double t0 = now_s();
+  int n_prompts = 0;
+  for (int i = 0; i < o->n_splits; i++) n_prompts += tk[i].n;
+  char label[64];
+  snprintf(label, sizeof label, "step %ld: capture", ck->step);
+  rg_progress_start(&c.progress, o->log, label, n_prompts);
   if (rc == 0) rc = rg_acts_begin_step(f, ck->step, ck->path);
   for (int i = 0; rc == 0 && i < o->n_splits; i++) rc = capture_split(&c, s, m, &o->splits[i], &tk[i], &sink, logits);
   if (rc == 0) rc = rg_acts_end_step(f);
+  if (rc == 0) rg_progress_end(&c.progress);
   double dt = now_s() - t0;
   if (rc == 0 && o->log) {
     fprintf(o->log, "step %ld: %lld prompt tokens, forward %.2f s (%.1f tokens/s), step %.2f s\n", ck->step,

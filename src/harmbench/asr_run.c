@@ -13,6 +13,7 @@
 #include "util/csv_table.h"
 #include "util/csv_write.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/fileio.h"
 
 /* HarmBench clips every generation to this many judge tokens
@@ -88,13 +89,17 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
   rg_gen_result *r = calloc((size_t)batch, sizeof *r);
   memset(generations, 0, (size_t)n * sizeof *generations);
   int rc = r ? 0 : rg_error_set("%s: out of memory for %d results", m->path, batch);
+  rg_progress prog;
+  rg_progress_start(&prog, o->progress, o->progress_label ? o->progress_label : "generating", n);
   for (int first = 0; first < n && rc == 0; first += batch) {
     int k = n - first < batch ? n - first : batch;
     if ((rc = rg_generate(s, prompts + first, lens + first, k, &go, r)) < 0) break;
     for (int i = 0; i < k && rc == 0; i++)
       if (!(generations[first + i] = rg_detokenize(m->tokenizer, r[i].ids, r[i].n, true))) rc = -1;
     rg_gen_results_free(r, k);
+    rg_progress_tick(&prog, first + k);
   }
+  if (rc == 0) rg_progress_end(&prog);
   free(r);
   rg_session_free(s);
   rg_weights_free(w);

@@ -23,6 +23,7 @@
 #define RG_ASR_RUN_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "harmbench/behaviors.h"
 #include "harmbench/classifier_prompt.h"
@@ -56,6 +57,8 @@ typedef struct {
   const int32_t *stop_ids; /* EOS and end-of-turn */
   int n_stop;
   const rg_intervention *intervention; /* set on the generating session; NULL = none */
+  FILE *progress;             /* a progress bar of the completions (util/progress.h); NULL = quiet */
+  const char *progress_label; /* e.g. "step 50 DirectRequest: generating" */
 } rg_asr_gen_opts;
 
 /* Greedy continuations of prompts[0..n-1] (token ids, chat template already

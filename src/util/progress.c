@@ -25,24 +25,37 @@ static void format_duration(double s, char *buf, size_t n) {
     snprintf(buf, n, "%lds", t);
 }
 
+/* "2.3/s" or, for slow items, "4.1s each". */
+static void format_rate(double per_s, char *buf, size_t n) {
+  if (per_s >= 1 || per_s <= 0) snprintf(buf, n, "%.1f/s", per_s);
+  else snprintf(buf, n, "%.1fs each", 1 / per_s);
+}
+
+enum { BAR_WIDTH = 24 };
+
 void rg_progress_tick(rg_progress *p, int done) {
-  if (!p->out || done <= 0) return;
-  const int tenth = (int)(10LL * done / p->total);
-  if (!p->tty && tenth == p->last_tenth) return;
-  p->last_tenth = tenth;
+  if (done > 0) p->done = done;
+  if (!p->out || !p->tty || done <= 0) return; /* a log gets the end line only */
   const double spent = now_s() - p->t0;
-  char left[32], used[32];
+  char bar[BAR_WIDTH + 1], left[32], rate[32];
+  const int filled = (int)((long long)BAR_WIDTH * (done < p->total ? done : p->total) / p->total);
+  for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+  bar[BAR_WIDTH] = '\0';
   format_duration(spent / done * (p->total - done), left, sizeof left);
-  format_duration(spent, used, sizeof used);
-  fprintf(p->out, "%s%s: %d/%d (%d%%), %s so far, about %s left%s", p->tty ? "\r" : "", p->label, done, p->total,
-          (int)(100LL * done / p->total), used, left, p->tty ? "   " : "\n");
+  format_rate(spent > 0 ? done / spent : 0, rate, sizeof rate);
+  /* trailing blanks wipe what a longer line before left behind */
+  fprintf(p->out, "\r%s [%s] %d/%d %3d%%  %s  ETA %s    ", p->label, bar, done, p->total,
+          (int)(100LL * done / p->total), rate, left);
   fflush(p->out);
 }
 
 void rg_progress_end(rg_progress *p) {
   if (!p->out) return;
-  char used[32];
-  format_duration(now_s() - p->t0, used, sizeof used);
-  fprintf(p->out, "%s%s: done in %s\n", p->tty ? "\r" : "", p->label, used);
+  const double spent = now_s() - p->t0;
+  char used[32], rate[32];
+  format_duration(spent, used, sizeof used);
+  format_rate(spent > 0 ? p->done / spent : 0, rate, sizeof rate);
+  fprintf(p->out, "%s%s: %d done in %s (%s)%s\n", p->tty ? "\r" : "", p->label, p->done, used, rate,
+          p->tty ? "                                        " : "");
   fflush(p->out);
 }

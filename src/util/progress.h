@@ -1,11 +1,12 @@
-/* progress.h: one progress line with an estimated time left, for long loops
- * (carrier scoring, later training updates).
+/* progress.h: a progress bar with rate and time left, for long loops
+ * (capture, generation, carrier scoring, utility replies).
  *
- * On a terminal the line is rewritten in place ("\r") at every tick; in a
- * log file or pipe it is printed as a new line only when another tenth of
- * the work is done, so a log gets about ten lines however long the loop.
- * The estimate assumes the items left cost what the items done cost on
- * average.
+ * On a terminal the bar is redrawn in place ("\r") at every tick:
+ *   LABEL [#########...............] 45/120  37%  2.3/s  ETA 32s
+ * In a log file or a pipe the ticks print nothing and the end prints one
+ * line, "LABEL: N done in T (R/s)", so a log gets one line per loop (per
+ * stage or per checkpoint) however long it runs. The estimate assumes the
+ * items left cost what the items done cost on average.
  *
  * Ownership: the caller owns the struct and the stream; nothing is
  * allocated.
@@ -19,7 +20,7 @@
 typedef struct {
   FILE *out;         /* NULL: report nothing */
   const char *label; /* e.g. "step 0: scoring 180 carrier candidates" */
-  int total, last_tenth;
+  int total, done;
   bool tty;
   double t0; /* monotonic seconds at start */
 } rg_progress;
