@@ -17,22 +17,26 @@
 #   5. capture + geometry --run-dir with refusal tokens "I" and "Sorry" (RD
 #      scores "I"; a model trained toward "Sorry, I can't do that." refuses
 #      with "Sorry"): is a carrier admissible, at which layer, does it move.
+#      Carriers are scored on the first $MAX_VAL val prompts per class (all
+#      of them take about half an hour per checkpoint on 2 cores).
 # Prints train_log.csv's first and last rows, every asr.csv and
-# migration.csv. Long on 2 cores (training about 90 min, the attack about an
-# hour, ASR and geometry about an hour): bench only, not CI.
+# migration.csv. Long on 2 cores (training about two hours, the attack about
+# 40 minutes, ASR about 20, geometry about an hour): bench only, not CI.
 #
 #   bench/r2d2_smollm2.sh      (BUILD=build, RUN=runs/smollm2-r2d2, OUT=runs/smollm2-r2d2-eval,
-#                               N_ATTACK=10, GCG_STEPS=30, GCG_WIDTH=64, NEW_TOKENS=64, THREADS=2)
+#                               N_ATTACK=5, GCG_STEPS=30, GCG_WIDTH=64, NEW_TOKENS=64, MAX_VAL=8,
+#                               THREADS=2)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 RG="$BUILD/refgeo"
 RUN=${RUN:-runs/smollm2-r2d2}
 OUT=${OUT:-runs/smollm2-r2d2-eval}
-N_ATTACK=${N_ATTACK:-10}
+N_ATTACK=${N_ATTACK:-5}
 GCG_STEPS=${GCG_STEPS:-30}
 GCG_WIDTH=${GCG_WIDTH:-64}
 NEW_TOKENS=${NEW_TOKENS:-64}
+MAX_VAL=${MAX_VAL:-8}
 THREADS=${THREADS:-2}
 MODEL=${MODEL:-$HOME/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 HB="$ROOT/data/harmbench"
@@ -85,7 +89,7 @@ echo "== 5. geometry"
 I_ID=$("$RG" tokenize "$MODEL" --json "I" | sed -n 's/.*"ids":\[\([0-9]*\)\].*/\1/p')
 SORRY_ID=$("$RG" tokenize "$MODEL" --json "Sorry" | sed -n 's/.*"ids":\[\([0-9]*\)\].*/\1/p')
 "$RG" capture --run-dir "$RUN" --out "$OUT/acts.h5" --threads "$THREADS"
-"$RG" geometry --acts "$OUT/acts.h5" --run-dir "$RUN" --refusal-tokens "$I_ID,$SORRY_ID" --threads "$THREADS" \
-  --out "$OUT/geometry"
+"$RG" geometry --acts "$OUT/acts.h5" --run-dir "$RUN" --refusal-tokens "$I_ID,$SORRY_ID" --max-val "$MAX_VAL" \
+  --threads "$THREADS" --out "$OUT/geometry"
 echo "refusal tokens: I=$I_ID Sorry=$SORRY_ID"
 cat "$OUT/geometry/migration.csv"

@@ -80,12 +80,18 @@ static cJSON *parse_object(char *out, const char *what) {
 static void test_every_command_names_itself(void **state) {
   static const char *const COMMANDS[] = {"info",     "tokenize", "generate", "logits", "synth-model", "capture",
                                          "perturb",  "geometry", "repro",    "asr",    "attack",      "classify",
-                                         "train",    "report",   "export"};
+                                         "train",    "report",   "export",   "run"};
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
     char args[128], needle[128];
     snprintf(args, sizeof args, "%s --no-such-flag", COMMANDS[i]);
     snprintf(needle, sizeof needle, "unknown flag '--no-such-flag' (see refgeo %s --help)", COMMANDS[i]);
     expect_error(args, needle);
+    /* and --help carries a worked example of it */
+    snprintf(args, sizeof args, "%s --help", COMMANDS[i]);
+    snprintf(needle, sizeof needle, "example: refgeo %s ", COMMANDS[i]);
+    char *out = expect_ok(args);
+    if (!strstr(out, needle)) fail_msg("refgeo %s --help has no '%s'", COMMANDS[i], needle);
+    free(out);
   }
 }
 

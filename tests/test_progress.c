@@ -63,6 +63,27 @@ static void test_terminal_gets_a_bar(void **state) {
   assert_non_null(strstr(text, "\rscoring: 4 done in "));
 }
 
+/* REFGEO_VERBOSITY, which --quiet / --verbose set: quiet writes nothing,
+ * verbose adds a log line at every tenth. */
+static void test_quiet_and_verbose(void **state) {
+  setenv("REFGEO_VERBOSITY", "quiet", 1);
+  FILE *f = tmpfile();
+  tick_all(f, 180);
+  assert_int_equal(ftell(f), 0);
+  fclose(f);
+  setenv("REFGEO_VERBOSITY", "verbose", 1);
+  f = tmpfile();
+  tick_all(f, 180);
+  char *text = read_all(f);
+  fclose(f);
+  unsetenv("REFGEO_VERBOSITY");
+  int lines = 0;
+  for (const char *c = text; *c; c++) lines += *c == '\n';
+  assert_int_equal(lines, 11); /* 10 tenths + the end line */
+  assert_non_null(strstr(text, "scoring: 18/180 (10%)\n"));
+  free(text);
+}
+
 static void test_no_stream(void **state) {
   rg_progress p;
   rg_progress_start(&p, NULL, "x", 5);
@@ -72,6 +93,7 @@ static void test_no_stream(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_log_gets_one_line),
-                                     cmocka_unit_test(test_terminal_gets_a_bar), cmocka_unit_test(test_no_stream)};
+                                     cmocka_unit_test(test_terminal_gets_a_bar), cmocka_unit_test(test_quiet_and_verbose),
+                                     cmocka_unit_test(test_no_stream)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -127,6 +127,7 @@ static int setup(void **state) {
   snprintf(config, sizeof config, "[model]\nmodel = %s\n[train]\nbehavior = " NASTY "\n", model);
   free(model);
   write_in("run/config.ini", config);
+  write_in("run/repro.txt", "step 100 DirectRequest: published 0.10 inside [0.009, 0.236]: reproduced\n");
   write_in("asr/asr.csv", ASR);
   write_in("geo/migration.csv", MIGRATION);
   write_in("geo/geometry.csv", GEOMETRY);
@@ -204,7 +205,7 @@ static void test_report_plots(void **state) {
   int n_files = 0;
   assert_int_equal(fscanf(p, "%d", &n_files), 1);
   pclose(p);
-  assert_int_equal(n_files, 3);
+  assert_int_equal(n_files, 4); /* train_log.csv, config.ini, repro.txt, report.html */
   free(run_dir);
 
   /* Marks per plot, counted from the CSVs above: ASR 2 attacks x 3 rows with
@@ -233,6 +234,10 @@ static void test_report_plots(void **state) {
   assert_non_null(strstr(bypass, "fill=\"#ffffcc\"><title>step 0, layer 1: -2</title>"));
   free(cos);
   free(bypass);
+
+  /* The repro verdict of the run dir, as written. */
+  assert_non_null(strstr(html, "<h2 id=\"repro\">"));
+  assert_non_null(strstr(html, "inside [0.009, 0.236]: reproduced"));
 
   /* Provenance: the version CMake states and the model's sha256. */
   assert_non_null(strstr(html, "<th>refgeo</th><td>" REFGEO_VERSION "</td>"));

@@ -204,7 +204,19 @@ static void test_progress_bars_on_a_terminal_only(void **state) {
   assert_null(strchr(err, '\r'));
   assert_null(strstr(err, "ETA"));
   assert_non_null(strstr(err, "step 2: capture: 20 done in ")); /* 6 + 6 train, 4 + 4 val prompts */
-  free(err), free(run_a), free(h5_tty), free(h5_pipe);
+  free(err);
+  /* --quiet on a terminal: no bar, no progress line */
+  char *h5_quiet = path_in("quiet.h5");
+  snprintf(cmd, sizeof cmd,
+           "script -qfec \"'%s' capture --quiet --run-dir '%s' --out '%s' --n-train 6 --n-val 4\" /dev/null",
+           t_env("REFGEO_BIN"), run_a, h5_quiet);
+  p = popen(cmd, "r");
+  assert_non_null(p);
+  n = fread(text, 1, sizeof text - 1, p);
+  text[n] = '\0';
+  assert_int_equal(pclose(p), 0);
+  if (strstr(text, "capture [") || strstr(text, "done in")) fail_msg("--quiet still shows progress: %s", text);
+  free(run_a), free(h5_tty), free(h5_pipe), free(h5_quiet);
 }
 
 static void test_dry_run_writes_nothing(void **state) {

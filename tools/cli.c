@@ -75,6 +75,7 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
       print_usage(cmd, usage, opts, n_opts);
       return 1;
     }
+    if (cli_verbosity_flag(a)) continue;
     if (a[1] != '-') return rg_error_set("unknown flag '%s' (see refgeo %s --help)", a, cmd);
     const char *name = a + 2;
     const char *eq = strchr(name, '=');
@@ -96,6 +97,19 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
     if (parse_value(o, val) != 0) return -1;
   }
   return cli_check_only() ? 1 : 0; /* checked: stop as after --help */
+}
+
+bool cli_verbosity_flag(const char *arg) {
+  /* In the environment, so that `refgeo run`'s stages (child processes)
+   * and util/progress.h see it too. */
+  if (strcmp(arg, "--quiet") == 0) return setenv("REFGEO_VERBOSITY", "quiet", 1) == 0;
+  if (strcmp(arg, "--verbose") == 0) return setenv("REFGEO_VERBOSITY", "verbose", 1) == 0;
+  return false;
+}
+
+FILE *cli_log(void) {
+  const char *v = getenv("REFGEO_VERBOSITY");
+  return v && strcmp(v, "quiet") == 0 ? NULL : stderr;
 }
 
 bool cli_check_only(void) {

@@ -17,6 +17,7 @@
 #define RG_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -40,12 +41,26 @@ typedef struct {
   const char *help;
 } cli_opt;
 
+/* The model the --help examples name: where scripts/fetch-model.sh caches
+ * SmolLM2-135M-Instruct. */
+#define CLI_EXAMPLE_MODEL "~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Positional
  * arguments go to pos[0..*n_pos-1] (at most max_pos). Returns 0 or -1 with
  * the error set. --help prints the usage and returns 1. */
 int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char *usage, const char **pos,
               int max_pos, int *n_pos);
 void cli_list_free(cli_list *l);
+
+/* --quiet and --verbose, which every command takes (cli_parse handles
+ * them; cmd_train's own parser calls this): sets REFGEO_VERBOSITY to
+ * "quiet" or "verbose" in the environment and returns true, or returns
+ * false for any other ARG. Quiet: no progress bars or progress lines, only
+ * results and errors. Verbose: progress lines in logs too, at every tenth
+ * of a loop (util/progress.h). */
+bool cli_verbosity_flag(const char *arg);
+/* Where progress and per-step lines go: stderr, or NULL under --quiet. */
+FILE *cli_log(void);
 
 /* With REFGEO_CHECK_FLAGS=1 in the environment a command only checks its
  * flags: cli_parse returns 1 (as for --help) once they parse, and the

@@ -126,7 +126,7 @@ static int generate_step(const asr_job *j, const rg_checkpoint *ck, rg_completio
   go.n_stop = n_stop;
   char label[160];
   snprintf(label, sizeof label, "step %ld %s: generating", ck->step, j->attack);
-  go.progress = stderr, go.progress_label = label;
+  go.progress = cli_log(), go.progress_label = label;
   if (rc == 0) rc = cli_intervention_load(j->intervention, m, &go.intervention);
   if (rc == 0) rc = rg_asr_generate(m, (const int32_t *const *)ids, lens, (int)n, &go, gens);
   memset(out, 0, sizeof *out);
@@ -263,7 +263,7 @@ int cmd_asr(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     CLI_SERIES_USAGE " (--behaviors CSV | --prompts CSV) --out DIR [flags]", pos, 1, &n_pos);
+                     CLI_SERIES_USAGE " (--behaviors CSV | --prompts CSV) --out DIR [flags]\n\nexample: refgeo asr --run-dir runs/demo --behaviors data/harmbench/harmbench_behaviors_text_val.csv --functional-category standard --max-new-tokens 64 --out runs/demo/asr", pos, 1, &n_pos);
   if (rc == 0) rc = cli_take_model(&cs.model, pos, &n_pos);
   if (rc != 0) {
     cli_list_free(&cls_names);

@@ -300,7 +300,7 @@ int cmd_attack(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(MODEL | --model PATH) --behaviors CSV --out FILE.json [flags]", pos, 1, &n_pos);
+                     "(MODEL | --model PATH) --behaviors CSV --out FILE.json [flags]\n\nexample: refgeo attack " CLI_EXAMPLE_MODEL " --behaviors data/harmbench/harmbench_behaviors_text_val.csv --limit 5 --steps 50 --out gcg_val.json", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
   if (!model || !behaviors_path || !out) {

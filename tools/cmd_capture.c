@@ -43,7 +43,7 @@ int cmd_capture(int argc, char **argv) {
   const char *out = NULL, *files[N_SPLITS] = {0}, *sites_flag = "resid_pre";
   int n_train = -1, n_val = -1, seed = 0;
   bool json = false;
-  rg_capture_opts o = {.log = stderr, .batch = DEFAULT_BATCH};
+  rg_capture_opts o = {.log = cli_log(), .batch = DEFAULT_BATCH};
   const cli_opt opts[] = {
       CLI_SERIES_OPTS(&cs),
       {"out", CLI_STRING, &out, "output HDF5 file (resumed if it exists)"},
@@ -63,7 +63,7 @@ int cmd_capture(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), CLI_SERIES_USAGE " --out FILE.h5 [flags]",
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), CLI_SERIES_USAGE " --out FILE.h5 [flags]\n\nexample: refgeo capture --run-dir runs/demo --n-train 32 --n-val 16 --out runs/demo/acts.h5",
                      pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&cs.model, pos, &n_pos) < 0) return cli_fail();

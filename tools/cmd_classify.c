@@ -190,7 +190,7 @@ int cmd_classify(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "--classifier NAME (--completions FILE.json | --csv FILE.csv --column COL) [--out FILE]", pos, 0,
+                     "--classifier NAME (--completions FILE.json | --csv FILE.csv --column COL) [--out FILE]\n\nexample: refgeo classify --classifier refusal-harmbench --completions runs/demo/asr/completions_step0.json", pos, 0,
                      &n_pos);
   if (rc != 0) {
     free(default_prompts), free(default_substrings);

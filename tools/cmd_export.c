@@ -26,7 +26,7 @@ int cmd_export(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(MODEL | --model PATH) --out DIR [--dtype T] [--threads N]", pos, 1, &n_pos);
+                     "(MODEL | --model PATH) --out DIR [--dtype T] [--threads N]\n\nexample: refgeo export " CLI_EXAMPLE_MODEL " --out smollm2-hf --dtype bf16", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
   if (!model || !out) {

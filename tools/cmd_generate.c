@@ -60,7 +60,7 @@ int cmd_generate(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) --prompt TEXT [flags]",
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) --prompt TEXT [flags]\n\nexample: refgeo generate " CLI_EXAMPLE_MODEL " --chat --max-new-tokens 40 --prompt \"Give me three tips for learning a new language.\"",
                      pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();

@@ -75,7 +75,7 @@ int cmd_geometry(int argc, char **argv) {
   rg_geometry_opts o = rg_geometry_opts_default();
   double layer_frac = NAN; /* unset: keep RD's prune_frac 0.2 exactly */
   bool no_cap = false;
-  o.log = stderr;
+  o.log = cli_log();
   const cli_opt opts[] = {
       {"acts", CLI_STRING, &acts, "activation file written by refgeo capture"},
       CLI_SERIES_OPTS(&cs),
@@ -95,7 +95,7 @@ int cmd_geometry(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "--acts FILE.h5 " CLI_SERIES_USAGE " --out DIR [flags]", pos, 1, &n_pos);
+                     "--acts FILE.h5 " CLI_SERIES_USAGE " --out DIR [flags]\n\nexample: refgeo geometry --acts runs/demo/acts.h5 --run-dir runs/demo --max-val 8 --out runs/demo/geometry", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&cs.model, pos, &n_pos) < 0) return cli_fail();
   if (!acts || !out) {

@@ -108,7 +108,7 @@ int cmd_info(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [--json]", pos, 1,
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [--json]\n\nexample: refgeo info " CLI_EXAMPLE_MODEL "", pos, 1,
                      &n_pos);
   if (rc == 1) return 0;
   if (rc != 0 || cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();

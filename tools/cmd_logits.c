@@ -80,7 +80,7 @@ int cmd_logits(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(MODEL | --model PATH) --prompt TEXT [--top K] [flags]", pos, 1, &n_pos);
+                     "(MODEL | --model PATH) --prompt TEXT [--top K] [flags]\n\nexample: refgeo logits " CLI_EXAMPLE_MODEL " --chat --top 5 --prompt \"How do I pick a lock?\"", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
   if (!model) {

@@ -150,7 +150,7 @@ int cmd_perturb(int argc, char **argv) {
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "(IN.gguf | --model IN.gguf) --out OUT.gguf [flags]", pos, 1, &n_pos);
+                     "(IN.gguf | --model IN.gguf) --out OUT.gguf [flags]\n\nexample: refgeo perturb " CLI_EXAMPLE_MODEL " --out perturbed.gguf --scale 0.05 --seed 1", pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&in, pos, &n_pos) < 0) return cli_fail();
   if (!in || !out) {

@@ -222,7 +222,7 @@ int cmd_repro(int argc, char **argv) {
   const char *pos[1];
   int n_pos;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "--published FILE --measured asr.csv [options]  (exit 0 reproduced, 1 not, 2 cannot compare)",
+                     "--published FILE --measured asr.csv [options]  (exit 0 reproduced, 1 not, 2 cannot compare)\n\nexample: refgeo repro --published data/published/lan2026_r2d2.csv --measured runs/r2d2/asr/asr.csv --method R2D2 --attack fixed_source",
                      pos, 0, &n_pos);
   if (rc == 1) return 0;
   if (rc != 0) return cannot_compare();

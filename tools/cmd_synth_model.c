@@ -236,7 +236,7 @@ int cmd_synth_model(int argc, char **argv) {
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
                      "--config CONFIG.json --out DIR [--seed N] [--dtype T] [--std X] [--norm-std X] "
-                     "[--max-shard-size S] [--json]",
+                     "[--max-shard-size S] [--json]\n\nexample: refgeo synth-model --config data/shapes/mistral-7b-v0.1/config.json --out mistral-7b-shape --dtype bf16",
                      pos, 0, &n_pos);
   if (rc == 1) return 0;
   if (rc != 0) return cli_fail();
@@ -272,7 +272,7 @@ int cmd_synth_model(int argc, char **argv) {
   const char *keys[] = {"format"}, *vals[] = {"pt"};
   const rg_st_metadata meta = {keys, vals, 1};
   rg_st_shard_opts so = {.max_shard_bytes = max_shard_bytes, .meta = &meta, .fill = fill_weights,
-                         .fill_ctx = &s, .progress = stderr};
+                         .fill_ctx = &s, .progress = cli_log()};
   rc = rg_model_shape_tensors(&cfg, s.type, &s.t, &s.n);
   /* Side files first, the shard set (ending with its index) last. */
   if (rc == 0) rc = write_config(out, config_path, DTYPES[di].torch_dtype);

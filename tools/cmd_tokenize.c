@@ -45,7 +45,7 @@ int cmd_tokenize(int argc, char **argv) {
   };
   const char *pos[2];
   int n_pos;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [flags] TEXT", pos,
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [flags] TEXT\n\nexample: refgeo tokenize " CLI_EXAMPLE_MODEL " --json \"Sorry, I can't do that.\"", pos,
                      2, &n_pos);
   if (rc == 1) return 0;
   if (rc < 0) return cli_fail();

@@ -31,7 +31,9 @@ static const char USAGE[] =
 /* The flags in cli.c's usage format ("  --NAME KIND\tHELP"), every config
  * key as --its-name. */
 static int usage(void) {
-  printf("usage: refgeo train %s\n", USAGE);
+  printf("usage: refgeo train %s\n\nexample: refgeo train --config data/r2d2-smollm2.ini --out runs/smollm2-r2d2 "
+         "--updates 20\n",
+         USAGE);
   printf("  --config VALUE\tthe run's INI file\n  --out VALUE\tthe run directory\n");
   printf("  --resume\tcontinue the run in --out from its newest state\n");
   printf("  --plan\tprint the run's memory plan and whether it fits --device; train nothing\n");
@@ -52,7 +54,9 @@ static bool is_flag(const char *a, const char *name) { return strncmp(a, "--", 2
 
 /* Flags of this command that take a value and are not config keys. */
 static bool is_own_value_flag(const char *a) { return is_flag(a, "config") || is_flag(a, "out") || is_flag(a, "device"); }
-static bool is_own_switch(const char *a) { return is_flag(a, "resume") || is_flag(a, "plan") || is_flag(a, "json"); }
+static bool is_own_switch(const char *a) {
+  return is_flag(a, "resume") || is_flag(a, "plan") || is_flag(a, "json") || is_flag(a, "quiet") || is_flag(a, "verbose");
+}
 
 static int plan(rg_train_config *cfg, const char *device, bool json) {
   rg_train_plan p = {0};
@@ -77,6 +81,7 @@ int cmd_train(int argc, char **argv) {
   bool resume = false, want_plan = false, json = false;
   for (int i = 1; i < argc; i++) {
     if (is_flag(argv[i], "help")) return usage();
+    if (cli_verbosity_flag(argv[i])) continue;
     if (is_flag(argv[i], "resume")) resume = true;
     if (is_flag(argv[i], "plan")) want_plan = true;
     if (is_flag(argv[i], "json")) json = true;
@@ -141,7 +146,7 @@ int cmd_train(int argc, char **argv) {
     rg_train_config_free(&cfg);
     return cli_fail();
   }
-  rc = rg_trainer_run(t, stderr);
+  rc = rg_trainer_run(t, cli_log());
   if (rc == 0) fprintf(stderr, "train: %ld updates in %s\n", rg_trainer_step(t), out);
   rg_trainer_free(t);
   return rc == 0 ? 0 : cli_fail();

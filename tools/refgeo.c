@@ -27,7 +27,7 @@ static const int N_COMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 
 static void usage(FILE *out) {
   fprintf(out, "usage: refgeo COMMAND [ARGS] (refgeo COMMAND --help for details)\n"
-               "       refgeo --version\n\ncommands:\n");
+               "       refgeo --version\nevery command also takes --quiet (no progress) and --verbose\n\ncommands:\n");
   for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
 }
 

@@ -42,6 +42,10 @@ static void write_page(FILE *fp, const rg_report_data *d, const rg_figures *figs
       rg_html_section(fp, fig->section_id, fig->section_title);
     fputs(fig->svg, fp);
   }
+  if (d->repro) {
+    rg_html_section(fp, "repro", "Reproduction verdict (refgeo repro)");
+    rg_html_pre(fp, d->repro);
+  }
   rg_html_section(fp, "tables", "Tables");
   const rg_csv *tables[] = {d->migration, d->refusal_rates, d->train_log, d->carriers, d->geometry};
   for (int i = 0; i < d->n_asr; i++) rg_html_csv_table(fp, d->asr[i], MAX_TABLE_ROWS);

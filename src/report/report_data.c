@@ -15,6 +15,7 @@ void rg_report_data_free(rg_report_data *d) {
   rg_csv_free(d->refusal_rates);
   if (d->has_published) rg_published_free(&d->published);
   free(d->config);
+  free(d->repro);
   rg_provenance_free(&d->provenance);
   *d = (rg_report_data){0};
 }
@@ -25,6 +26,15 @@ static int read_optional(const char *dir, const char *name, rg_csv **out) {
   if (!path) return rg_error_set("out of memory");
   int rc = 0;
   if (rg_path_exists(path) && !(*out = rg_csv_read(path))) rc = -1;
+  free(path);
+  return rc;
+}
+
+/* The text of DIR/NAME into *OUT when the file is there. */
+static int read_optional_text(const char *dir, const char *name, char **out) {
+  char *path = rg_path_join(dir, name);
+  if (!path) return rg_error_set("out of memory");
+  int rc = rg_path_exists(path) && !(*out = rg_read_file(path, NULL)) ? -1 : 0;
   free(path);
   return rc;
 }
@@ -73,11 +83,10 @@ static int load(const rg_report_inputs *in, rg_report_data *d) {
   if (!d->train_log && d->n_asr == 0 && !in->geometry_dir && !in->overrefusal_dir)
     return rg_error_set("%s: no CSV to report (no train_log.csv; name analysis outputs with --asr, --geometry or "
                         "--overrefusal)", in->run_dir);
-  char *config_path = rg_path_join(in->run_dir, "config.ini");
-  if (!config_path) return rg_error_set("out of memory");
-  int rc = rg_path_exists(config_path) && !(d->config = rg_read_file(config_path, NULL)) ? -1 : 0;
-  free(config_path);
-  return rc == 0 ? rg_provenance_collect(&d->provenance, d->config) : -1;
+  if (read_optional_text(in->run_dir, "config.ini", &d->config) < 0 ||
+      read_optional_text(in->run_dir, "repro.txt", &d->repro) < 0)
+    return -1;
+  return rg_provenance_collect(&d->provenance, d->config);
 }
 
 int rg_report_data_load(rg_report_data *d, const rg_report_inputs *in) {

@@ -22,6 +22,7 @@ typedef struct {
   rg_published_curve published;
   bool has_published;
   char *config; /* config.ini's text, or NULL */
+  char *repro;  /* RUN_DIR/repro.txt (`refgeo repro`'s verdict, as `refgeo run` saves it), or NULL */
   rg_provenance provenance;
 } rg_report_data;
 

@@ -169,6 +169,14 @@ static cJSON *build(const rg_report_data *d, const rg_figures *figs, const rg_re
     fputs("\n", b.fp);
     if (md_close_into(&b, cells) < 0 || add_code(cells, fig->python, fig->svg) < 0) goto fail;
   }
+  if (d->repro) {
+    md_buffer b;
+    if (md_open(&b) < 0) goto fail;
+    fputs("## Reproduction verdict (refgeo repro)\n\n```\n", b.fp);
+    fputs(d->repro, b.fp);
+    fputs("\n```\n", b.fp);
+    if (md_close_into(&b, cells) < 0) goto fail;
+  }
   if (tables_cell(cells, d) < 0) goto fail;
   if (d->config) {
     md_buffer b;

@@ -1,5 +1,7 @@
 #include "util/progress.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,8 +12,10 @@ static double now_s(void) {
 }
 
 void rg_progress_start(rg_progress *p, FILE *out, const char *label, int total) {
-  *p = (rg_progress){.out = out, .label = label, .total = total > 0 ? total : 1, .t0 = now_s()};
-  p->tty = out && isatty(fileno(out));
+  const char *v = getenv("REFGEO_VERBOSITY");
+  *p = (rg_progress){.out = v && strcmp(v, "quiet") == 0 ? NULL : out, .label = label, .total = total > 0 ? total : 1,
+                     .t0 = now_s(), .verbose = v && strcmp(v, "verbose") == 0};
+  p->tty = p->out && isatty(fileno(p->out));
 }
 
 /* "1h02m", "4m05s" or "12s". */
@@ -35,7 +39,16 @@ enum { BAR_WIDTH = 24 };
 
 void rg_progress_tick(rg_progress *p, int done) {
   if (done > 0) p->done = done;
-  if (!p->out || !p->tty || done <= 0) return; /* a log gets the end line only */
+  if (!p->out || done <= 0) return;
+  if (!p->tty) { /* a log gets the end line only; --verbose adds a line per tenth */
+    const int tenth = (int)(10LL * done / p->total);
+    if (p->verbose && tenth > p->last_tenth) {
+      p->last_tenth = tenth;
+      fprintf(p->out, "%s: %d/%d (%d%%)\n", p->label, done, p->total, (int)(100LL * done / p->total));
+      fflush(p->out);
+    }
+    return;
+  }
   const double spent = now_s() - p->t0;
   char bar[BAR_WIDTH + 1], left[32], rate[32];
   const int filled = (int)((long long)BAR_WIDTH * (done < p->total ? done : p->total) / p->total);

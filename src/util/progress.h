@@ -8,6 +8,9 @@
  * stage or per checkpoint) however long it runs. The estimate assumes the
  * items left cost what the items done cost on average.
  *
+ * REFGEO_VERBOSITY (set by the CLI's --quiet / --verbose, cli.h): "quiet"
+ * writes nothing; "verbose" adds a log line at every tenth of the loop.
+ *
  * Ownership: the caller owns the struct and the stream; nothing is
  * allocated.
  */
@@ -20,7 +23,8 @@
 typedef struct {
   FILE *out;         /* NULL: report nothing */
   const char *label; /* e.g. "step 0: scoring 180 carrier candidates" */
-  int total, done;
+  int total, done, last_tenth;
+  bool verbose; /* REFGEO_VERBOSITY=verbose: a log line per tenth as well */
   bool tty;
   double t0; /* monotonic seconds at start */
 } rg_progress;
