@@ -56,6 +56,7 @@
 #include "model/tokenizer.h"
 #include "util/csv_write.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/fault.h"
 #include "util/json.h"
 #include "util/rng.h"
@@ -102,6 +103,7 @@ typedef struct {
   const rg_behavior *current; /* the behavior under attack, for the refusal check */
   rg_csv_writer *log; /* NULL: no --log */
   int max_ctx;        /* MAX_CTX, or the model's context when smaller */
+  rg_progress bar;    /* behaviors done; each behavior's result is a note on it */
 } attack_job;
 
 /* The test case of J's current behavior with SUFFIX; NULL + error. */
@@ -194,7 +196,8 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, a
     *r = (attack_result){.behavior_id = b->id, .test_case = tc, .stop_reason = rg_gcg_stop_reason_name(why),
                          .steps = n_steps, .final_loss = n_steps ? losses[n_steps - 1] : 0.0,
                          .seconds = now_seconds() - t0};
-    fprintf(stderr, "%s: %d steps, loss %.4f, stopped by %s\n", b->id, n_steps, r->final_loss, r->stop_reason);
+    rg_progress_note(&j->bar, "%s: %d steps, loss %.4f, stopped by %s", b->id, n_steps, r->final_loss,
+                     r->stop_reason);
   }
   free(losses);
   rg_test_case_seq_free(&v);
@@ -378,18 +381,21 @@ int cmd_attack(int argc, char **argv) {
     log_open = rc == 0;
     j.log = log_open ? &log : NULL;
   }
+  rg_progress_start(&j.bar, cli_log(), "attack: behaviors", (int)n);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     const rg_behavior *b = sel[i];
     if (attack_progress_find(&prog, b->id)) {
-      fprintf(stderr, "%s: finished in an earlier run\n", b->id);
+      rg_progress_note(&j.bar, "%s: finished in an earlier run", b->id);
       continue;
     }
     attack_result r = {0};
     rc = attack_one(&j, b, read_target(targets, targets_path, b->id), &r);
     if (rc == 0) rc = attack_progress_add(&prog, &r, behavior_log);
     free((char *)r.test_case);
+    if (rc == 0) rg_progress_tick(&j.bar, (int)i + 1);
     rg_fault_point("attack-behavior"); /* tests: killed between two behaviors */
   }
+  if (rc == 0) rg_progress_end(&j.bar);
   rg_completions cases = {0};
   if (rc == 0) rc = attack_progress_test_cases(&prog, &cases);
   if (rc == 0) rc = rg_test_cases_write(out, &cases);

@@ -25,6 +25,7 @@
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fault.h"
+#include "util/progress.h"
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/rng.h"
@@ -508,7 +509,7 @@ static double learning_rate(const rg_trainer *t) {
   return rg_lr_cosine(c->lr, t->step, c->warmup, c->schedule_updates > 0 ? c->schedule_updates : c->updates);
 }
 
-static int one_update(rg_trainer *t, FILE *progress) {
+static int one_update(rg_trainer *t, rg_progress *progress) {
   const rg_train_config *c = &t->cfg;
   const double t0 = now_seconds();
   update_sums u = {0};
@@ -529,15 +530,12 @@ static int one_update(rg_trainer *t, FILE *progress) {
   if (push_log(t, &r) < 0) return -1;
   t->run_seconds += secs;
   t->run_updates++;
-  if (progress) {
-    /* the time left at this process's mean seconds per update so far */
-    const double left = t->run_seconds / (double)t->run_updates * (double)(c->updates - t->step);
-    fprintf(progress,
-            "step %ld/%d  loss %.4f (utility %.4f away %.4f toward %.4f)  gcg %.3f  |g| %.3g  lr %.3g  %.1fs  "
-            "left %dh%02dm\n",
-            t->step, c->updates, r.v[2], r.v[3], r.v[4], r.v[5], r.v[7], norm, lr, secs, (int)(left / 3600),
-            (int)fmod(left / 60, 60));
-  }
+  /* every update's numbers with --verbose; otherwise the save steps' (the
+   * rest is in train_log.csv) */
+  if (progress->verbose || is_save_step(t, t->step))
+    rg_progress_note(progress, "step %ld/%d  loss %.4f (utility %.4f away %.4f toward %.4f)  gcg %.3f  |g| %.3g  "
+                               "lr %.3g  %.1fs",
+                     t->step, c->updates, r.v[2], r.v[3], r.v[4], r.v[5], r.v[7], norm, lr, secs);
   return 0;
 }
 
@@ -546,8 +544,12 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
   /* checkpoint-0, or the checkpoint of a save step whose state was written
    * just before a kill */
   if (is_save_step(t, t->step) && write_checkpoint(t) < 0) return -1;
+  const long first = t->step;
+  rg_progress prog;
+  rg_progress_start(&prog, progress, "train: updates", (int)(c->updates - first));
   while (t->step < c->updates) {
-    if (one_update(t, progress) < 0) return -1;
+    if (one_update(t, &prog) < 0) return -1;
+    rg_progress_tick(&prog, (int)(t->step - first));
     if (write_log(t) < 0) return -1;
     /* state before checkpoint: a kill between them resumes at this step
      * and writes the missing checkpoint (write_checkpoint skips a whole one) */
@@ -555,5 +557,6 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
     if ((save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) return -1;
     if (save && write_checkpoint(t) < 0) return -1;
   }
+  rg_progress_end(&prog);
   return 0;
 }

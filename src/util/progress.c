@@ -1,5 +1,6 @@
 #include "util/progress.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -60,6 +61,19 @@ void rg_progress_tick(rg_progress *p, int done) {
   fprintf(p->out, "\r%s [%s] %d/%d %3d%%  %s  ETA %s    ", p->label, bar, done, p->total,
           (int)(100LL * done / p->total), rate, left);
   fflush(p->out);
+}
+
+void rg_progress_note(rg_progress *p, const char *fmt, ...) {
+  if (!p->out) return;
+  if (p->tty) fputs("\r", p->out);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(p->out, fmt, ap);
+  va_end(ap);
+  /* on a terminal: blanks over the rest of the bar, then the bar again */
+  fputs(p->tty ? "                                        \n" : "\n", p->out);
+  fflush(p->out);
+  if (p->tty && p->done > 0) rg_progress_tick(p, p->done);
 }
 
 void rg_progress_end(rg_progress *p) {

@@ -33,6 +33,10 @@ typedef struct {
 void rg_progress_start(rg_progress *p, FILE *out, const char *label, int total);
 /* DONE of the items are finished. */
 void rg_progress_tick(rg_progress *p, int done);
+/* Prints one line of news (printf-style) that stays: on a terminal above
+ * the bar, which is redrawn under it; in a log as a line of its own.
+ * Nothing under quiet or without a stream. */
+void rg_progress_note(rg_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Ends the line (on a terminal) and prints the total time. */
 void rg_progress_end(rg_progress *p);
 
