@@ -301,6 +301,18 @@ static void test_report_published_and_overrefusal(void **state) {
   assert_non_null(strstr(asr, "published: DirectRequest (R2D2): 100, 0.1</title>"));
   free(asr);
   free(html);
+  /* Two --asr folders: each series named by its folder's own name (the
+   * legend is narrow; the full path is in the tables). */
+  snprintf(args, sizeof args, "%s/run --asr %s/asr --asr %s/asr/ --out %s/two.html", g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  free(path);
+  path = path_in("two.html");
+  html = rg_read_file(path, NULL);
+  assert_non_null(html);
+  check_plot(html, &(plot_counts){"plot-asr", 12, 4, 4, 4, 0});
+  assert_non_null(strstr(html, "data-name=\"asr: DirectRequest / harmbench\""));
+  free(html);
   free(path);
 }
 

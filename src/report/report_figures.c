@@ -221,7 +221,14 @@ static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_in
   int rc = 0;
   for (int i = 0; i < d->n_asr && rc == 0; i++) {
     char prefix[512] = "";
-    if (d->n_asr > 1) snprintf(prefix, sizeof prefix, "%s: ", in->asr_dirs[i]); /* tell the folders apart */
+    if (d->n_asr > 1) { /* tell the folders apart by their own names: the legend is narrow */
+      const char *dir = in->asr_dirs[i];
+      size_t len = strlen(dir);
+      while (len > 1 && dir[len - 1] == '/') len--;
+      size_t start = len;
+      while (start > 0 && dir[start - 1] != '/') start--;
+      snprintf(prefix, sizeof prefix, "%.*s: ", (int)(len - start), dir + start);
+    }
     rc = plot_csv_series(&b, d->asr[i], "step", "asr", "wilson95_lo", "wilson95_hi", by, 2, prefix);
   }
   if (rc == 0 && d->has_published) rc = plot_published(&b, &d->published, in->published);
