@@ -186,11 +186,14 @@ static int score_candidates(run_state *st, int si, rg_candidate *c) {
   }
   rg_token_batch bh = {(const int32_t *const *)hv, hlen, nhv}, bl = {(const int32_t *const *)lv, llen, nlv};
   if (!(sc = rg_scorer_new(m, &bh, &bl, rids, n_refusal, st->o->threads))) goto end;
-  if (st->o->log)
-    fprintf(st->o->log, "step %ld: %s: %d harmful / %d harmless val prompts, refusal token %d; baseline refusal "
+  if (st->o->log) {
+    char ids[128] = "";
+    for (int k = 0, at = 0; k < n_refusal && at < (int)sizeof ids - 12; k++)
+      at += snprintf(ids + at, sizeof ids - (size_t)at, "%s%d", k ? "," : "", rids[k]);
+    fprintf(st->o->log, "step %ld: %s: %d harmful / %d harmless val prompts, refusal tokens %s; baseline refusal "
                         "score harmful %.4f harmless %.4f [%.1f s]\n",
-            ck->step, ck->path, nhv, nlv, rids[0], rg_scorer_base_harmful(sc), rg_scorer_base_harmless(sc),
-            elapsed(st));
+            ck->step, ck->path, nhv, nlv, ids, rg_scorer_base_harmful(sc), rg_scorer_base_harmless(sc), elapsed(st));
+  }
   int n_cand = st->n_pos * (st->hi - st->lo), k = 0;
   /* Every candidate's scores go to carriers.csv; the log gets one progress
    * line with the time left instead of a line per candidate. */
