@@ -15,6 +15,8 @@ BUILD=${BUILD:-build}
 PY=${PY:-/root/.cache/refgeo-pyenv/bin/python}
 B=4 T=128 R=5 THREADS=2
 LORA=${LORA:-0}
+# refgeo restarts itself with OMP_WAIT_POLICY=PASSIVE (tools/cli.h,
+# cli_passive_openmp); torch runs with its own defaults, its fastest here.
 
 "$BUILD/bench_train" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --lora-rank "$LORA" |
   tee /tmp/bench_train.$$

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/error.h"
 
@@ -97,6 +98,12 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
     if (parse_value(o, val) != 0) return -1;
   }
   return cli_check_only() ? 1 : 0; /* checked: stop as after --help */
+}
+
+void cli_passive_openmp(char **argv) {
+  if (getenv("OMP_WAIT_POLICY")) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  execv("/proc/self/exe", argv); /* returns only on failure: run on as we are */
 }
 
 bool cli_verbosity_flag(const char *arg) {

@@ -45,6 +45,15 @@ typedef struct {
  * SmolLM2-135M-Instruct. */
 #define CLI_EXAMPLE_MODEL "~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+/* Debian's OpenBLAS runs its own threads beside libgomp's, and libgomp's
+ * idle threads spin by default, taking the cores from the BLAS threads (a
+ * training step's backward then varies by 50%). libgomp reads
+ * OMP_WAIT_POLICY once, as it loads, so a process started without it
+ * restarts itself once with OMP_WAIT_POLICY=PASSIVE (execv of
+ * /proc/self/exe). A value the user set is kept. Returns only when no
+ * restart happened. */
+void cli_passive_openmp(char **argv);
+
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Positional
  * arguments go to pos[0..*n_pos-1] (at most max_pos). Returns 0 or -1 with
  * the error set. --help prints the usage and returns 1. */

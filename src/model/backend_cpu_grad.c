@@ -144,8 +144,9 @@ void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_bu
  *   dv_j += P_j dout,  dP_j = dout . v_j,  dS_j = P_j (dP_j - dout . out),
  *   dq += dS_j k_j / sqrt(hd),  dk_j += dS_j q / sqrt(hd).
  * Nothing is saved by the forward and nothing is allocated: a first pass
- * over the keys finds the softmax's max and sum and dout . out (online, as
- * the forward), a second recomputes each P_j and adds the gradients.
+ * over the keys computes each score and dout . v_j (kept on the stack), a
+ * second the softmax's exponentials, its sum and dout . out, and a third
+ * adds the gradients.
  * Work items are (sequence, kv head) pairs, the owners of disjoint cache
  * rows of dk/dv; a query head belongs to one kv head's group. */
 void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
@@ -164,7 +165,7 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
     const size_t base = (size_t)sq * a->max_ctx * kvd + (size_t)kvh * hd;
     const float *kc = k_cache->data + base, *vc = v_cache->data + base;
     float *dkc = dk_cache->data + base, *dvc = dv_cache->data + base;
-    float s_buf[a->max_ctx], gv_buf[a->max_ctx]; /* a query's scores and dout . v_j, key by key */
+    float s_buf[a->max_ctx], gv_buf[a->max_ctx]; /* a query's scores (then exponentials) and dout . v_j */
     for (int t = 0; t < b->n; t++) {
       if (b->seq[t] != sq) continue;
       const int pt = b->pos[t];
@@ -172,33 +173,28 @@ void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf
       for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         const float *qv = q->data + ((size_t)t * nh + h) * hd, *go = dy->data + ((size_t)t * nh + h) * hd;
         float *dqv = dq->data + ((size_t)t * nh + h) * hd;
+        /* every key's score and dout . v_j, then one exp per key */
         float m = -INFINITY;
-        double l = 0, acc = 0; /* sum of e_j and of e_j (dout . v_j), e_j = exp(s_j - m) */
         for (int j = lo; j <= pt; j++) {
-          const float sj = dot8(qv, kc + (size_t)j * kvd, hd) * scale, gvj = dot8(go, vc + (size_t)j * kvd, hd);
-          s_buf[j - lo] = sj; /* both dots are read again below: kept, not recomputed */
-          gv_buf[j - lo] = gvj;
-          if (sj > m) {
-            const double r = exp((double)m - sj); /* 0 on the first key */
-            l *= r;
-            acc *= r;
-            m = sj;
-          }
-          const double e = exp((double)sj - m);
-          l += e;
-          acc += e * gvj;
+          const float sj = dot8(qv, kc + (size_t)j * kvd, hd) * scale;
+          s_buf[j - lo] = sj;
+          gv_buf[j - lo] = dot8(go, vc + (size_t)j * kvd, hd);
+          if (sj > m) m = sj;
         }
-        const float dot_out = (float)(acc / l);
+        double l = 0, acc = 0; /* sum of e_j and of e_j (dout . v_j), e_j = exp(s_j - m) */
+        for (int j = 0; j <= pt - lo; j++) {
+          const float e = expf(s_buf[j] - m); /* as the forward computes it */
+          s_buf[j] = e;
+          l += e;
+          acc += (double)e * gv_buf[j];
+        }
+        const float inv_l = (float)(1.0 / l), dot_out = (float)(acc / l);
         for (int j = lo; j <= pt; j++) {
-          const float *kj = kc + (size_t)j * kvd;
-          float *dkj = dkc + (size_t)j * kvd, *dvj = dvc + (size_t)j * kvd;
-          const float pj = (float)(exp((double)s_buf[j - lo] - m) / l);
+          const float pj = s_buf[j - lo] * inv_l;
           const float ds = pj * (gv_buf[j - lo] - dot_out) * scale;
-          for (int i = 0; i < hd; i++) {
-            dvj[i] += pj * go[i];
-            dqv[i] += ds * kj[i];
-            dkj[i] += ds * qv[i];
-          }
+          axpy(dvc + (size_t)j * kvd, pj, go, hd);
+          axpy(dqv, ds, kc + (size_t)j * kvd, hd);
+          axpy(dkc + (size_t)j * kvd, ds, qv, hd);
         }
       }
     }
@@ -224,14 +220,16 @@ void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_ca
 /* ---------------------------------------------------------------- loss */
 
 /* The row's maximum *m and the sum of exp(z[v] - m) over v != skip (skip
- * -1: all), in double: the softmax's normalizer without overflow. */
+ * -1: all): the softmax's normalizer without overflow. Each term is a float
+ * expf, as torch's float32 softmax takes it (a double exp per logit cost a
+ * tenth of a training step at SmolLM2's 49k vocabulary); the sum is double. */
 static double exp_sum(const float *z, int vocab, int skip, float *m) {
   *m = z[0];
   for (int v = 1; v < vocab; v++)
     if (z[v] > *m) *m = z[v];
   double sum = 0;
   for (int v = 0; v < vocab; v++)
-    if (v != skip) sum += exp((double)z[v] - *m);
+    if (v != skip) sum += expf(z[v] - *m);
   return sum;
 }
 
@@ -245,7 +243,8 @@ void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg
     losses->data[r] = (float)(lse - z[targets[r]]);
     if (dlogits && scale[r] != 0) {
       float *g = dlogits->data + (size_t)r * vocab;
-      for (int v = 0; v < vocab; v++) g[v] += scale[r] * (float)exp((double)z[v] - lse);
+      const float c = (float)(scale[r] / sum); /* softmax = exp(z - m) / sum */
+      for (int v = 0; v < vocab; v++) g[v] += c * expf(z[v] - m);
       g[targets[r]] -= scale[r];
     }
   }
@@ -271,7 +270,7 @@ void cpu_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_
       float *g = dlogits->data + (size_t)r * vocab;
       const double c = scale[r] * e / (sum * rest);
       for (int v = 0; v < vocab; v++)
-        if (v != y) g[v] -= (float)(c * exp((double)z[v] - m));
+        if (v != y) g[v] -= (float)c * expf(z[v] - m);
       g[y] += (float)(scale[r] * e / sum);
     }
   }

@@ -54,6 +54,13 @@ static inline float dot8(const float *a, const float *b, int n) {
   return s;
 }
 
+/* y += a x over n floats. restrict: the three streams of the attention
+ * backward's update otherwise defeat GCC's alias checks and the loop runs
+ * scalar. */
+static inline void axpy(float *restrict y, float a, const float *restrict x, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 /* Records the first failure of an operation (backend.h, "Errors"). */
 void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
