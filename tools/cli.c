@@ -76,7 +76,6 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
       print_usage(cmd, usage, opts, n_opts);
       return 1;
     }
-    if (cli_verbosity_flag(a)) continue;
     if (a[1] != '-') return rg_error_set("unknown flag '%s' (see refgeo %s --help)", a, cmd);
     const char *name = a + 2;
     const char *eq = strchr(name, '=');
@@ -84,6 +83,7 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
     const cli_opt *o = NULL;
     for (int k = 0; k < n_opts; k++)
       if (strlen(opts[k].name) == name_len && strncmp(opts[k].name, name, name_len) == 0) o = &opts[k];
+    if (!o && !eq && cli_verbosity_flag(a)) continue; /* every command's, unless it has its own */
     if (!o) return rg_error_set("unknown flag '--%.*s' (see refgeo %s --help)", (int)name_len, name, cmd);
     if (o->kind == CLI_BOOL) {
       if (eq) return rg_error_set("--%s takes no value", o->name);
