@@ -344,17 +344,15 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void log_line(FILE *log, const char *fmt, const char *name, double seconds) {
+/* One line of RUN/run.log: a UTC time stamp, the stage and what happened. */
+static void log_line(FILE *log, const char *stage_name, const char *what) {
+  if (!log) return;
   char stamp[32];
   time_t t = time(NULL);
   struct tm utc;
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &utc));
-  if (log) {
-    fprintf(log, "%s ", stamp);
-    fprintf(log, fmt, name, seconds);
-    fputc('\n', log);
-    fflush(log);
-  }
+  fprintf(log, "%s %s: %s\n", stamp, stage_name, what);
+  fflush(log);
 }
 
 /* Runs refgeo ARGV (this binary) and waits. ERR_PATH: stderr into that file
@@ -445,7 +443,7 @@ static int run_stages(const plan *p, bool dry_run) {
       continue;
     }
     fprintf(stderr, "run: [%d/%d] %s: running\n", i + 1, p->n, s->name);
-    log_line(log, "%s: started", s->name, 0);
+    log_line(log, s->name, "started");
     char *argv[MAX_ARGS + 1];
     int argc = 0;
     for (int a = 0; a < s->argc; a++) argv[argc++] = s->argv[a];
@@ -457,7 +455,7 @@ static int run_stages(const plan *p, bool dry_run) {
     int code = spawn_refgeo(argv, s->stdout_path, NULL);
     double seconds = now_s() - t0;
     if (code < 0 || (code != 0 && !(code == 1 && s->ok_exit_1))) {
-      log_line(log, "%s: failed", s->name, 0);
+      log_line(log, s->name, "failed");
       rc = code < 0 ? -1
                     : rg_error_set("stage %s failed (exit %d); rerun the same command to continue", s->name, code);
       break;
@@ -467,7 +465,9 @@ static int run_stages(const plan *p, bool dry_run) {
     double t = m ? mtime_of(m) : -1;
     free(m);
     if (t > newer_than) newer_than = t;
-    log_line(log, "%s: done in %.1f s", s->name, seconds);
+    char done[48];
+    snprintf(done, sizeof done, "done in %.1f s", seconds);
+    log_line(log, s->name, done);
     fprintf(stderr, "run: [%d/%d] %s: done in %.1f s\n", i + 1, p->n, s->name, seconds);
     n_ran++;
   }
