@@ -1,7 +1,8 @@
 /* cmd_asr: `refgeo asr (MODEL | --model PATH | --run-dir DIR [--base PATH] |
  * --manifest CSV [--base PATH]) (--behaviors CSV | --prompts CSV
  * [--prompt-column prompt] [--group-column COL ...]) --out DIR
- * [--attack DirectRequest | --test-cases FILE.json [--attack-name NAME]]
+ * [--attack DirectRequest | --attack gcg [GCG flags] [--transfer] |
+ *  --test-cases FILE.json [--attack-name NAME]]
  * [--functional-category standard|contextual|all] [--max-new-tokens 512]
  * [--batch 8] [--classifier NAME ...] [--judge MODEL]
  * [--classifier-prompts FILE] [--refusal-substrings FILE] [--limit N]
@@ -34,13 +35,31 @@
  * the attack is named e.g. "DirectRequest+ablate(step=0;pos=-1;layer=12)"
  * and its completions go to completions_step<N>_ablate_<hash>.json.
  * DIR/asr_run.json records the run (attack, behaviors, how many copyright
- * behaviors were excluded). */
+ * behaviors were excluded).
+ *
+ * --attack gcg is the adaptive attack: HarmBench's GCG (attack_run.h) runs
+ * on each checkpoint's own weights, for the same selected behaviors (with
+ * --limit and --functional-category), and writes
+ * DIR/gcg_test_cases_step<N>.json; its completions
+ * (completions_step<N>_adaptive_gcg.json) are scored like any attack's, as
+ * asr.csv rows with attack adaptive_gcg. The GCG flags are `refgeo
+ * attack`'s (--steps, --search-width, --top-k, --eval-steps,
+ * --check-refusal-min-loss, --targets, --seed, --init-suffix,
+ * --retokenize-filter; its --batch is --gcg-batch here), with HarmBench's
+ * defaults. A killed run resumes inside the attack of the step it was in.
+ * --transfer also scores every checkpoint's test cases on every other
+ * checkpoint, fixed-source (completions_step<B>_gcg_from_step<A>.json), and
+ * writes DIR/transfer.csv: attack_step, eval_step, classifier, n,
+ * successes, asr, wilson95_lo, wilson95_hi, one row per pair (the diagonal
+ * is the adaptive ASR). */
 #include <cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attack_run.h"
 #include "cli.h"
 #include "cli_classifier.h"
 #include "cli_data.h"
@@ -49,7 +68,9 @@
 #include "cli_series.h"
 #include "commands.h"
 #include "harmbench/asr_run.h"
+#include "harmbench/asr_stats.h"
 #include "util/csv_table.h"
+#include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -73,6 +94,7 @@ typedef struct {
   const rg_model *judge;
   const rg_classifier_prompts *judge_prompts;
   bool json;
+  bool no_tables; /* transfer pairs: score, but write no asr.csv rows */
 } asr_job;
 
 /* The classifiers named by --classifier, refusal lists loaded. */
@@ -160,9 +182,10 @@ static void print_refusal_rates(const char *dir, const rg_asr_scored *s) {
   free(path);
 }
 
-/* Completions (generated or resumed) and every classifier's rows for one step. */
-static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
-  char name[96];
+/* Completions (generated or resumed) and every classifier's rows for one
+ * step. SUCC (NULL, or one per classifier) gets the success counts. */
+static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary, long *succ_out) {
+  char name[256];
   snprintf(name, sizeof name, "completions_step%ld%s.json", ck->step, j->completions_tag);
   char *path = rg_path_join(j->out_dir, name);
   if (!path) return rg_error_set("%s: out of memory", j->out_dir);
@@ -186,12 +209,14 @@ static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
     else rc = rg_asr_label_judge(j->judge, j->judge_prompts, j->behaviors, &c, &j->gen, lab);
     scored[k] = (rg_asr_scored){ck->step, j->attack, j->cls[k].info->name, &c, lab};
   }
-  if (rc == 0)
+  if (rc == 0 && !j->no_tables)
     rc = j->prompt_csv ? rg_asr_write_prompt_tables(j->out_dir, j->prompt_csv, scored, j->n_cls)
                        : rg_asr_write_tables(j->out_dir, j->behaviors, scored, j->n_cls);
   for (int k = 0; k < j->n_cls && rc == 0; k++) {
     long succ = 0;
     for (size_t i = 0; i < c.n; i++) succ += scored[k].success[i] != 0;
+    if (succ_out) succ_out[k] = succ;
+    if (!summary) continue;
     if (!j->json)
       printf("step %ld %s %s: %ld/%zu successes (ASR %.4f)%s\n", ck->step, j->attack, j->cls[k].info->name, succ,
              c.n, (double)succ / (double)c.n, resumed ? " [completions resumed]" : "");
@@ -207,6 +232,103 @@ static int run_step(const asr_job *j, const rg_checkpoint *ck, cJSON *summary) {
   free(labels);
   rg_completions_free(&c);
   free(path);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- --attack gcg */
+
+/* The adaptive test cases of checkpoint CK into *CASES: made by GCG on its
+ * own weights into DIR/gcg_test_cases_step<N>.json (resumed when a killed
+ * run left a progress file; read back when an earlier run finished it),
+ * then selected like fixed-source cases. */
+static int adaptive_cases(const attack_spec *spec, const rg_checkpoint *ck, const char *dir, rg_asr_category cat,
+                          int limit, rg_completions *cases) {
+  char name[64], label[96];
+  snprintf(name, sizeof name, "gcg_test_cases_step%ld.json", ck->step);
+  char *path = rg_path_join(dir, name);
+  if (!path) return rg_error_set("%s: out of memory", dir);
+  int rc = 0;
+  if (!rg_path_exists(path)) {
+    attack_spec s = *spec;
+    s.model = ck->path;
+    snprintf(label, sizeof label, "step %ld gcg: behaviors", ck->step);
+    s.progress_label = label;
+    rc = attack_run(&s, path, NULL);
+  }
+  rg_completions made = {0};
+  int n_copyright = 0;
+  if (rc == 0) rc = rg_test_cases_read(path, &made);
+  if (rc == 0) rc = rg_asr_select_cases(spec->behaviors, &made, path, cat, limit, cases, &n_copyright);
+  rg_completions_free(&made);
+  free(path);
+  return rc;
+}
+
+/* DIR/transfer.csv from SUCC[(a * n + b) * n_cls + k]: the successes of
+ * step a's test cases on step b under classifier k. */
+static int write_transfer(const asr_job *j, const rg_checkpoint_series *series, const rg_completions *step_cases,
+                          const long *succ) {
+  static const char *const HEADER[] = {"attack_step", "eval_step", "classifier", "n",          "successes",
+                                       "asr",         "wilson95_lo", "wilson95_hi"};
+  char *path = rg_path_join(j->out_dir, "transfer.csv");
+  rg_csv_writer w;
+  int rc = path ? rg_csv_writer_open(&w, path, HEADER, 8) : rg_error_set("%s: out of memory", j->out_dir);
+  const int n = series->n;
+  for (int a = 0; a < n && rc == 0; a++)
+    for (int b = 0; b < n && rc == 0; b++)
+      for (int k = 0; k < j->n_cls && rc == 0; k++) {
+        const long cases = (long)step_cases[a].n, x = succ[((size_t)a * n + b) * j->n_cls + k];
+        double lo, hi;
+        rc = rg_wilson_interval(x, cases, 1.959963984540054, &lo, &hi);
+        if (rc == 0)
+          rc = rg_csv_writer_int(&w, series->items[a].step) || rg_csv_writer_int(&w, series->items[b].step) ||
+                       rg_csv_writer_str(&w, j->cls[k].info->name) || rg_csv_writer_int(&w, cases) ||
+                       rg_csv_writer_int(&w, x) || rg_csv_writer_double(&w, (double)x / (double)cases) ||
+                       rg_csv_writer_double(&w, lo) || rg_csv_writer_double(&w, hi) || rg_csv_writer_end_row(&w)
+                   ? -1
+                   : 0;
+      }
+  if (path && rc == 0) rc = rg_csv_writer_close(&w);
+  else if (path) rg_csv_writer_abort(&w);
+  free(path);
+  return rc;
+}
+
+/* --attack gcg: per checkpoint, GCG on its weights, then its completions
+ * scored as attack adaptive_gcg; with TRANSFER, every checkpoint's test
+ * cases on every other checkpoint too, into transfer.csv. */
+static int run_adaptive(const asr_job *job, const attack_spec *spec, const rg_checkpoint_series *series,
+                        rg_asr_category cat, int limit, bool transfer, cJSON *summary) {
+  const int n = series->n;
+  rg_completions *step_cases = calloc((size_t)n, sizeof *step_cases);
+  long *succ = calloc((size_t)n * n * job->n_cls, sizeof *succ);
+  int rc = step_cases && succ ? 0 : rg_error_set("out of memory");
+  char attack[512], tag[128];
+  for (int i = 0; i < n && rc == 0; i++) {
+    asr_job j = *job;
+    rc = adaptive_cases(spec, &series->items[i], job->out_dir, cat, limit, &step_cases[i]);
+    snprintf(tag, sizeof tag, "_adaptive_gcg%s", job->completions_tag);
+    j.cases = &step_cases[i], j.completions_tag = tag;
+    if (rc == 0) rc = run_step(&j, &series->items[i], summary, succ + ((size_t)i * n + i) * job->n_cls);
+  }
+  for (int b = 0; transfer && b < n && rc == 0; b++)
+    for (int a = 0; a < n && rc == 0; a++) {
+      if (a == b) continue;
+      asr_job j = *job;
+      snprintf(attack, sizeof attack, "gcg_from_step%ld", series->items[a].step);
+      snprintf(tag, sizeof tag, "_gcg_from_step%ld%s", series->items[a].step, job->completions_tag);
+      j.cases = &step_cases[a], j.attack = attack, j.completions_tag = tag, j.no_tables = true;
+      long *x = succ + ((size_t)a * n + b) * job->n_cls;
+      rc = run_step(&j, &series->items[b], NULL, x);
+      for (int k = 0; rc == 0 && k < job->n_cls && !job->json; k++)
+        printf("step %ld, test cases of step %ld, %s: %ld/%zu successes (ASR %.4f)\n", series->items[b].step,
+               series->items[a].step, job->cls[k].info->name, x[k], step_cases[a].n,
+               (double)x[k] / (double)step_cases[a].n);
+    }
+  if (transfer && rc == 0) rc = write_transfer(job, series, step_cases, succ);
+  for (int i = 0; step_cases && i < n; i++) rg_completions_free(&step_cases[i]);
+  free(step_cases);
+  free(succ);
   return rc;
 }
 
@@ -232,6 +354,13 @@ int cmd_asr(int argc, char **argv) {
              *prompt_column = "prompt";
   int max_new = 512, batch = 8, limit = 0, threads = 0;
   bool json = false;
+  /* --attack gcg's flags; NOT_GIVEN until given (they need --attack gcg) */
+  enum { NOT_GIVEN = INT_MIN };
+  int gcg_steps = NOT_GIVEN, gcg_width = NOT_GIVEN, gcg_top_k = NOT_GIVEN, gcg_eval_steps = NOT_GIVEN,
+      gcg_batch = NOT_GIVEN, gcg_seed = NOT_GIVEN;
+  double gcg_check_min_loss = NAN;
+  const char *gcg_targets = NULL, *gcg_init = NULL;
+  bool gcg_retokenize = false, transfer = false;
   cli_intervention ci = {.coeff = NAN};
   cli_list cls_names = {0}, group_columns = {0};
   const cli_opt opts[] = {
@@ -243,7 +372,7 @@ int cmd_asr(int argc, char **argv) {
        "a column of --prompts to report refusal rates by (repeatable; XSTest over-refusal: data/xstest/"
        "xstest_prompts.csv --group-column label --classifier refusal-xstest)"},
       {"out", CLI_STRING, &out_dir, "output directory (created; completions and tables are resumed)"},
-      {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases)"},
+      {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases), or gcg: adaptive GCG per checkpoint"},
       {"test-cases", CLI_STRING, &test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},
       {"attack-name", CLI_STRING, &attack_name, "attack name of --test-cases (FixedSource)"},
       {"functional-category", CLI_STRING, &category_name, "standard, contextual or all non-copyright (all)"},
@@ -256,6 +385,20 @@ int cmd_asr(int argc, char **argv) {
       {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
       {"limit", CLI_INT, &limit, "score only the first N selected behaviors"},
       {"chat-template", CLI_STRING, &chat_template, "chat format name (default: detect)"},
+      {"steps", CLI_INT, &gcg_steps, "--attack gcg: GCG steps per behavior (500)"},
+      {"search-width", CLI_INT, &gcg_width, "--attack gcg: candidates per step (512)"},
+      {"top-k", CLI_INT, &gcg_top_k, "--attack gcg: tokens per position to sample from (256)"},
+      {"eval-steps", CLI_INT, &gcg_eval_steps, "--attack gcg: run the refusal check every N steps (50)"},
+      {"check-refusal-min-loss", CLI_FLOAT, &gcg_check_min_loss,
+       "--attack gcg: run the refusal check only below this loss (0.05; 0: never)"},
+      {"gcg-batch", CLI_INT, &gcg_batch, "--attack gcg: candidates evaluated together (32)"},
+      {"targets", CLI_STRING, &gcg_targets, "--attack gcg: HarmBench targets JSON (data/harmbench/)"},
+      {"seed", CLI_INT, &gcg_seed, "--attack gcg: sampling seed (0)"},
+      {"init-suffix", CLI_STRING, &gcg_init, "--attack gcg: initial suffix text (20 \"!\")"},
+      {"retokenize-filter", CLI_BOOL, &gcg_retokenize,
+       "--attack gcg: drop candidates whose suffix does not re-tokenize to itself"},
+      {"transfer", CLI_BOOL, &transfer,
+       "--attack gcg: score every step's test cases on every other step too (transfer.csv)"},
       CLI_INTERVENTION_OPTS(&ci),
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
       {"json", CLI_BOOL, &json, "print the run summary as JSON"},
@@ -284,13 +427,21 @@ int cmd_asr(int argc, char **argv) {
   rg_asr_category cat;
   bool has_judge = false;
 
+  const bool gcg = attack && strcmp(attack, "gcg") == 0;
+  char *default_targets = NULL;
   if (!behaviors_path == !prompt_csv_path)
     rc = rg_error_set("--behaviors / --prompts: give exactly one (a HarmBench behaviors CSV or a prompt CSV)");
   else if (group_columns.n > 0 && !prompt_csv_path) rc = rg_error_set("--group-column: only with --prompts");
   else if (!out_dir) rc = rg_error_set("--out: missing (give an output directory)");
   else if (attack && test_cases_path) rc = rg_error_set("--attack: not with --test-cases (use --attack-name)");
-  else if (attack && strcmp(attack, "DirectRequest") != 0)
-    rc = rg_error_set("--attack: unknown attack '%s' (DirectRequest, or --test-cases FILE)", attack);
+  else if (attack && strcmp(attack, "DirectRequest") != 0 && strcmp(attack, "gcg") != 0)
+    rc = rg_error_set("--attack: unknown attack '%s' (DirectRequest, gcg, or --test-cases FILE)", attack);
+  else if (!gcg && (gcg_steps != NOT_GIVEN || gcg_width != NOT_GIVEN || gcg_top_k != NOT_GIVEN ||
+                    gcg_eval_steps != NOT_GIVEN || gcg_batch != NOT_GIVEN || gcg_seed != NOT_GIVEN ||
+                    !isnan(gcg_check_min_loss) || gcg_targets || gcg_init || gcg_retokenize || transfer))
+    rc = rg_error_set("--steps, --search-width, --top-k, --eval-steps, --check-refusal-min-loss, --gcg-batch, "
+                      "--targets, --seed, --init-suffix, --retokenize-filter, --transfer: only with --attack gcg");
+  else if (gcg && prompt_csv_path) rc = rg_error_set("--attack gcg: needs --behaviors (GCG attacks behaviors with targets)");
   else if (max_new < 1) rc = rg_error_set("--max-new-tokens: %d is not positive", max_new);
   else if (cli_require_positive("batch", batch) < 0) rc = -1;
   else if (limit < 0) rc = rg_error_set("--limit: %d is negative", limit);
@@ -329,7 +480,8 @@ int cmd_asr(int argc, char **argv) {
    * file of their own, so that a rerun never resumes unablated completions. */
   char iv_label[256], attack_buf[512], tag[64] = "";
   if (cli_intervention_label(&ci, iv_label, sizeof iv_label) < 0) goto end;
-  snprintf(attack_buf, sizeof attack_buf, "%s%s", test_cases_path ? attack_name : "DirectRequest", iv_label);
+  snprintf(attack_buf, sizeof attack_buf, "%s%s",
+           gcg ? "adaptive_gcg" : test_cases_path ? attack_name : "DirectRequest", iv_label);
   const char *attack_label = attack_buf;
   if (iv_label[0]) {
     uint32_t h = 2166136261u; /* FNV-1a of the label */
@@ -357,8 +509,39 @@ int cmd_asr(int argc, char **argv) {
                  .chat_template = chat_template,
                  .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads},
                  .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = json};
-  for (int i = 0; i < series->n; i++)
-    if (run_step(&job, &series->items[i], summary) < 0) goto end;
+  if (gcg) {
+    if (!gcg_targets && !(gcg_targets = default_targets = cli_data_path("harmbench/harmbench_targets_text.json")))
+      goto end;
+    const attack_spec spec = {
+        .behaviors = behaviors,
+        .targets_path = gcg_targets,
+        .substrings = substrings,
+        .chat_template = chat_template,
+        .init_suffix = gcg_init,
+        .category = category_name,
+        .limit = limit,
+        .go = {.steps = gcg_steps == NOT_GIVEN ? 500 : gcg_steps,
+               .search_width = gcg_width == NOT_GIVEN ? 512 : gcg_width,
+               .top_k = gcg_top_k == NOT_GIVEN ? 256 : gcg_top_k,
+               .seed = (uint64_t)(unsigned)(gcg_seed == NOT_GIVEN ? 0 : gcg_seed),
+               .retokenize_filter = gcg_retokenize},
+        .eval_steps = gcg_eval_steps == NOT_GIVEN ? 50 : gcg_eval_steps,
+        .check_min_loss = isnan(gcg_check_min_loss) ? 0.05 : gcg_check_min_loss,
+        .batch = gcg_batch == NOT_GIVEN ? 32 : gcg_batch,
+        .threads = threads};
+    cJSON *g = cJSON_AddObjectToObject(summary, "gcg");
+    cJSON_AddNumberToObject(g, "steps", spec.go.steps);
+    cJSON_AddNumberToObject(g, "search_width", spec.go.search_width);
+    cJSON_AddNumberToObject(g, "top_k", spec.go.top_k);
+    cJSON_AddNumberToObject(g, "eval_steps", spec.eval_steps);
+    cJSON_AddNumberToObject(g, "check_refusal_min_loss", spec.check_min_loss);
+    cJSON_AddNumberToObject(g, "seed", (double)spec.go.seed);
+    cJSON_AddStringToObject(g, "targets", spec.targets_path);
+    if (attack_spec_check(&spec) < 0 || run_adaptive(&job, &spec, series, cat, limit, transfer, summary) < 0) goto end;
+  } else {
+    for (int i = 0; i < series->n; i++)
+      if (run_step(&job, &series->items[i], summary, NULL) < 0) goto end;
+  }
   if (write_summary(out_dir, summary) < 0) goto end;
   if (json) {
     char *s = cJSON_Print(summary);
@@ -379,6 +562,6 @@ end:
   rg_checkpoints_free(series);
   cli_list_free(&cls_names);
   cli_list_free(&group_columns);
-  free(default_prompts), free(default_substrings);
+  free(default_prompts), free(default_substrings), free(default_targets);
   return status;
 }
