@@ -16,7 +16,8 @@
  *    every file as it was.
  * 2. Progress: bars with rate and ETA under a pseudo-terminal, one line per
  *    checkpoint when stderr is piped.
- * 3. --dry-run lists the stages and writes nothing.
+ * 3. --dry-run lists the stages and writes nothing; "{out}" in a value
+ *    becomes the run directory.
  * 4. Bad input: an unknown stage, a key in the wrong section, a [run] key
  *    that does not exist, a section refgeo does not know, in the file or
  *    as a --set override: one line naming the config file or the override
@@ -228,6 +229,14 @@ static void test_dry_run_writes_nothing(void **state) {
     if (!strstr(out, stages[i])) fail_msg("--dry-run does not list %s: %s", stages[i], out);
   assert_non_null(strstr(out, "to run (never run"));
   char *dir = path_in("dry");
+  assert_false(rg_path_exists(dir));
+  free(out), free(err);
+  /* "{out}" in a stage's value is the run directory */
+  snprintf(args, sizeof args, "run '%s' --dry-run --set 'asr.ablate={out}/geometry/directions.h5:step=0'", c);
+  assert_int_equal(t_run_cli(args, &out, &err), 0);
+  char want[1024];
+  snprintf(want, sizeof want, "--ablate %s/geometry/directions.h5:step=0", dir);
+  if (!strstr(out, want)) fail_msg("--dry-run does not show '%s': %s", want, out);
   assert_false(rg_path_exists(dir));
   free(dir), free(out), free(err), free(c);
 }

@@ -82,9 +82,35 @@ static int add_flag(stage *s, const char *flag, const char *value) {
   return add_arg(s, f) < 0 || (value && add_arg(s, value) < 0) ? -1 : 0;
 }
 
+/* VALUE with every "{out}" replaced by the run directory (malloc'd): a
+ * stage can name what an earlier one wrote, e.g. `ablate =
+ * {out}/geometry/directions.h5:step=0`. */
+static char *expand_out(const char *value, const char *run_dir) {
+  static const char MARK[] = "{out}";
+  const size_t mark_len = sizeof MARK - 1;
+  size_t n = 1;
+  for (const char *q = value; *q;) {
+    const bool at_mark = strncmp(q, MARK, mark_len) == 0;
+    n += at_mark ? strlen(run_dir) : 1;
+    q += at_mark ? mark_len : 1;
+  }
+  char *e = malloc(n), *w = e;
+  if (!e) return NULL;
+  for (const char *q = value; *q;) {
+    if (strncmp(q, MARK, mark_len) == 0) {
+      w = stpcpy(w, run_dir);
+      q += mark_len;
+    } else {
+      *w++ = *q++;
+    }
+  }
+  *w = '\0';
+  return e;
+}
+
 /* The section's keys as flags: `max_val = 64` is --max-val 64, `x = true`
  * the switch --x, `x = false` nothing. */
-static int add_section_flags(stage *s, const run_section *sec, const char *skip) {
+static int add_section_flags(stage *s, const run_section *sec, const char *skip, const char *run_dir) {
   for (int k = 0; sec && k < sec->n_keys; k++) {
     const run_key *kv = &sec->keys[k];
     if (skip && strcmp(kv->key, skip) == 0) continue;
@@ -93,7 +119,12 @@ static int add_section_flags(stage *s, const run_section *sec, const char *skip)
     for (char *p = flag; *p; p++)
       if (*p == '_') *p = '-';
     if (strcmp(kv->value, "false") == 0) continue;
-    if (add_flag(s, flag, strcmp(kv->value, "true") == 0 ? NULL : kv->value) < 0) return -1;
+    const bool is_switch = strcmp(kv->value, "true") == 0;
+    char *value = is_switch ? NULL : expand_out(kv->value, run_dir);
+    if (!is_switch && !value) return rg_error_set("out of memory");
+    const int rc = add_flag(s, flag, value);
+    free(value);
+    if (rc < 0) return -1;
   }
   return 0;
 }
@@ -155,7 +186,7 @@ static int check_stage_names(const plan *p, const char *stages) {
 static int plan_train(plan *p, const char *train_config) {
   stage *s = new_stage(p, STAGE_TRAIN, "train", run_config_section(&p->cfg, "train"));
   if (!s || add_flag(s, "config", train_config) < 0 || add_flag(s, "out", p->run_dir) < 0 || add_threads(s, p) < 0 ||
-      add_section_flags(s, s->keys, NULL) < 0)
+      add_section_flags(s, s->keys, NULL, p->run_dir) < 0)
     return -1;
   s->resume = true;
   return (s->output = in_run(p, "train_log.csv")) ? 0 : rg_error_set("out of memory");
@@ -164,7 +195,7 @@ static int plan_train(plan *p, const char *train_config) {
 static int plan_capture(plan *p, const char *acts) {
   stage *s = new_stage(p, STAGE_CAPTURE, "capture", run_config_section(&p->cfg, "capture"));
   if (!s || add_source(s, p) < 0 || add_flag(s, "out", acts) < 0 || add_threads(s, p) < 0 ||
-      add_section_flags(s, s->keys, NULL) < 0)
+      add_section_flags(s, s->keys, NULL, p->run_dir) < 0)
     return -1;
   return (s->output = strdup(acts)) ? 0 : rg_error_set("out of memory");
 }
@@ -172,7 +203,7 @@ static int plan_capture(plan *p, const char *acts) {
 static int plan_geometry(plan *p, const char *acts, const char *geo) {
   stage *s = new_stage(p, STAGE_GEOMETRY, "geometry", run_config_section(&p->cfg, "geometry"));
   if (!s || add_flag(s, "acts", acts) < 0 || add_source(s, p) < 0 || add_flag(s, "out", geo) < 0 ||
-      add_threads(s, p) < 0 || add_section_flags(s, s->keys, NULL) < 0)
+      add_threads(s, p) < 0 || add_section_flags(s, s->keys, NULL, p->run_dir) < 0)
     return -1;
   return (s->output = rg_path_join(geo, "migration.csv")) ? 0 : rg_error_set("out of memory");
 }
@@ -184,7 +215,7 @@ static int plan_asr(plan *p, const run_section *sec) {
   const char *slash = dir ? strrchr(dir, '/') : NULL;
   stage *s = dir ? new_stage(p, STAGE_ASR, slash ? slash + 1 : dir, sec) : NULL;
   int rc = s && add_source(s, p) == 0 && add_flag(s, "out", dir) == 0 && add_threads(s, p) == 0 &&
-                   add_section_flags(s, sec, NULL) == 0
+                   add_section_flags(s, sec, NULL, p->run_dir) == 0
                ? 0
                : -1;
   if (rc == 0 &&
@@ -204,7 +235,8 @@ static int plan_repro(plan *p, const run_section *repro) {
   if (!asr) return rg_error_set("%s: [repro] compares [%s], which the config does not have", p->cfg.path, section);
   char *dir = asr_dir(p, asr), *measured = dir ? rg_path_join(dir, "asr.csv") : NULL;
   stage *s = measured ? new_stage(p, STAGE_REPRO, "repro", repro) : NULL;
-  int rc = s && add_flag(s, "measured", measured) == 0 && add_section_flags(s, repro, "asr") == 0 ? 0 : -1;
+  int rc =
+      s && add_flag(s, "measured", measured) == 0 && add_section_flags(s, repro, "asr", p->run_dir) == 0 ? 0 : -1;
   free(dir);
   free(measured);
   if (rc < 0) return -1;
@@ -227,7 +259,8 @@ static int plan_report(plan *p, const char *geo, bool with_geometry) {
     free(dir);
     if (rc < 0) return -1;
   }
-  if ((with_geometry && add_flag(s, "geometry", geo) < 0) || add_section_flags(s, report, NULL) < 0) return -1;
+  if ((with_geometry && add_flag(s, "geometry", geo) < 0) || add_section_flags(s, report, NULL, p->run_dir) < 0)
+    return -1;
   return (s->output = in_run(p, "report.html")) ? 0 : rg_error_set("out of memory");
 }
 
