@@ -1,0 +1,141 @@
+/* bench_gcg: the time of HarmBench's GCG step on one behavior, split into its
+ * parts, as `refgeo attack` runs it (src/adv_ft/gcg.h): the token gradient,
+ * the sampling of --width candidates, and the candidates' losses (their
+ * common prefix run once per step, the candidates in batches of --batch).
+ *
+ *   bench_gcg --model PATH --behavior TEXT --target TEXT [--width 512]
+ *             [--steps 3] [--batch 32] [--threads N]
+ *
+ * The test case is laid out as `refgeo attack` lays it out: the chat
+ * template's text before the instruction, BEHAVIOR + " ", a suffix of 20
+ * "!" tokens, the template's text after it, TARGET. Each step takes the
+ * argmin candidate, as HarmBench does. Prints each step's parts and the
+ * medians over --steps steps after one untimed warm-up step: candidate
+ * losses per second, full steps per second, and the candidate evaluation's
+ * GFLOP/s (multiply-adds x 2 of the layer matmuls for the tokens after the
+ * prefix, their attention, and the lm_head on the target rows), which
+ * bench/gcg.sh compares with the sgemm peak.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adv_ft/gcg.h"
+#include "adv_ft/test_case.h"
+#include "bench_util.h"
+#include "cli.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/prompt_encode.h"
+#include "model/weights.h"
+#include "util/error.h"
+
+#define INIT_SUFFIX "! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! !"
+enum { MAX_CTX = 512 };
+
+/* Multiply-adds x 2 of evaluating one candidate: every token from the
+ * suffix on through the layer matmuls, attending to all tokens before it,
+ * and the target rows through the lm_head. */
+static double candidate_flops(const rg_config *c, const rg_gcg_case *k) {
+  const double d = c->d_model, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
+  const double per_token = 2 * (d * qd + 2 * d * kvd + qd * d + 3 * d * c->d_ff) * c->n_layers;
+  const int n_new = k->n - k->suffix_start;
+  double attn = 0;
+  for (int p = k->suffix_start; p < k->n; p++) attn += 2.0 * 2.0 * qd * (p + 1) * c->n_layers;
+  return n_new * per_token + attn + 2.0 * d * c->vocab_size * k->n_target;
+}
+
+int main(int argc, char **argv) {
+  cli_passive_openmp(argv);
+  const char *model = NULL, *behavior = NULL, *target = NULL;
+  int width = 512, steps = 3, batch = 32, threads = 0;
+  const cli_opt opts[] = {
+      {"model", CLI_STRING, &model, "GGUF file or HF directory"},
+      {"behavior", CLI_STRING, &behavior, "the behavior text"},
+      {"target", CLI_STRING, &target, "the target text"},
+      {"width", CLI_INT, &width, "candidates per step (512)"},
+      {"steps", CLI_INT, &steps, "timed steps (3)"},
+      {"batch", CLI_INT, &batch, "candidates evaluated together (32)"},
+      {"threads", CLI_INT, &threads, "threads (all CPUs)"},
+  };
+  const char *pos[1];
+  int n_pos = 0;
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "--model PATH --behavior TEXT --target TEXT",
+                     pos, 0, &n_pos);
+  if (rc != 0) return rc > 0 ? 0 : cli_fail();
+  if (!model || !behavior || !target || width < 1 || steps < 1 || batch < 1) {
+    rg_error_set("bench_gcg: need --model, --behavior, --target, and positive --width, --steps, --batch");
+    return cli_fail();
+  }
+  rg_model *m = rg_model_load(model);
+  if (!m) return cli_fail();
+  rg_chat_template t = {0};
+  char *before = NULL, *after = NULL, *instr = malloc(strlen(behavior) + 2);
+  int32_t *suffix = NULL;
+  int n_suffix = 0;
+  rg_test_case_seq v = {0};
+  if (!instr || rg_prompt_template(m, NULL, &t) < 0 || rg_prompt_frame(&t, &before, &after) < 0 ||
+      rg_test_case_tokens(m, INIT_SUFFIX, &suffix, &n_suffix) < 0)
+    return cli_fail();
+  sprintf(instr, "%s ", behavior); /* gcg.py: behavior += ' ' */
+  const rg_test_case_frame frame = {.before = before, .after = after, .add_bos = rg_prompt_wants_bos(&t)};
+  if (rg_test_case_build(m, &frame, instr, suffix, n_suffix, target, false, &v) < 0) return cli_fail();
+  const rg_gcg_case c = {.ids = v.ids, .n = v.n, .suffix_start = v.suffix_start, .n_suffix = v.n_suffix,
+                         .n_target = v.n - v.target_start};
+  const int V = m->cfg.vocab_size;
+  rg_backend_opts bo = {.threads = threads};
+  rg_session_opts to = {.max_batch_tokens = MAX_CTX, .max_logit_rows = MAX_CTX, .train = true};
+  rg_session_opts io = {.max_batch_tokens = batch * 128, .max_logit_rows = batch * 32};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO);
+  rg_session *train = w ? rg_session_new(w, 1, MAX_CTX, &to) : NULL, *inf = w ? rg_session_new(w, batch + 1, MAX_CTX, &io) : NULL;
+  unsigned char *disallowed = malloc((size_t)V);
+  float *grad = malloc((size_t)c.n_suffix * V * sizeof *grad), *losses = malloc((size_t)width * sizeof *losses);
+  int32_t *cands = malloc((size_t)width * c.n_suffix * sizeof *cands);
+  double *t_grad = malloc((size_t)steps * sizeof(double)), *t_cand = malloc((size_t)steps * sizeof(double)),
+         *t_step = malloc((size_t)steps * sizeof(double));
+  if (!train || !inf || !disallowed || !grad || !losses || !cands || !t_grad || !t_cand || !t_step) {
+    if (!rg_error_get()[0]) rg_error_set("bench_gcg: out of memory");
+    return cli_fail();
+  }
+  rg_gcg_disallowed_tokens(m, disallowed);
+  printf("%s: %d tokens (prefix %d, suffix %d, target %d), width %d, batch %d, threads %d (0 = all)\n", model, c.n,
+         c.suffix_start, c.n_suffix, c.n_target, width, batch, threads);
+  uint64_t rng = 12345;
+  for (int s = -1; s < steps && rc == 0; s++) {
+    float loss = 0;
+    const double t0 = bench_now_s();
+    rc = rg_gcg_token_grad(train, &c, grad, &loss);
+    const double t1 = bench_now_s();
+    if (rc == 0)
+      rc = rg_gcg_sample(grad, c.n_suffix, V, disallowed, v.ids + c.suffix_start, 256 < V ? 256 : V, width, &rng,
+                         cands);
+    const double t2 = bench_now_s();
+    if (rc == 0) rc = rg_gcg_candidate_losses(inf, &c, cands, width, losses);
+    const double t3 = bench_now_s();
+    if (rc < 0) break;
+    int best = 0;
+    for (int j = 1; j < width; j++)
+      if (losses[j] < losses[best]) best = j;
+    memcpy(v.ids + c.suffix_start, cands + (size_t)best * c.n_suffix, (size_t)c.n_suffix * sizeof(int32_t));
+    if (s < 0) continue; /* warm-up */
+    t_grad[s] = t1 - t0, t_cand[s] = t3 - t2, t_step[s] = t3 - t0;
+    printf("step %d: token gradient %.3f s, sampling %.3f s, %d candidate losses %.3f s, step %.3f s, loss %.4f -> "
+           "%.4f\n",
+           s + 1, t1 - t0, t2 - t1, width, t3 - t2, t3 - t0, loss, losses[best]);
+  }
+  if (rc == 0) {
+    const double cand = bench_median(t_cand, steps), step = bench_median(t_step, steps);
+    printf("median: %.1f candidate losses/s, %.3f steps/s (%.3f s per step, token gradient %.3f s), %.1f GFLOP/s in "
+           "the candidate losses\n",
+           width / cand, 1.0 / step, step, bench_median(t_grad, steps), candidate_flops(&m->cfg, &c) * width / cand / 1e9);
+  }
+  free(t_grad), free(t_cand), free(t_step), free(cands), free(losses), free(grad), free(disallowed);
+  rg_session_free(inf);
+  rg_session_free(train);
+  rg_weights_free(w);
+  rg_test_case_seq_free(&v);
+  free(suffix), free(instr), free(before), free(after);
+  rg_chat_template_free(&t);
+  rg_model_free(m);
+  return rc == 0 ? 0 : cli_fail();
+}
