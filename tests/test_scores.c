@@ -10,6 +10,7 @@
 #include "testlib.h"
 
 #include "geometry/scores.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -131,6 +132,72 @@ static void test_scores_match_reference(void **state) {
   rg_scorer_free(sc);
 }
 
+/* The shortcut induce takes (rg_session_eval_from): the harmless prompts'
+ * pass started at block L from the kept input of block L, with r added
+ * there, gives the full pass's logits bit for bit, at the first, a middle
+ * and the last layer; a training session is refused. */
+typedef struct {
+  float *rows;
+  int layer, n;
+} kept_input;
+
+static void keep_input(void *user, rg_hook_site site, int layer, const float *rows, int n_rows, int d_model,
+                       const int *seq, const int *pos) {
+  kept_input *k = user;
+  if (layer == k->layer) memcpy(k->rows, rows, (size_t)n_rows * d_model * sizeof(float));
+}
+
+static void test_eval_from_layer_is_the_full_pass(void **state) {
+  fixture *f = *state;
+  const int L = f->m->cfg.n_layers, d = f->m->cfg.d_model, V = f->m->cfg.vocab_size;
+  int n = f->lens[2] + f->lens[3];
+  int32_t *ids = malloc((size_t)n * sizeof *ids);
+  int seq[n], last[2] = {f->lens[2] - 1, n - 1};
+  for (int t = 0; t < n; t++) {
+    const int p = t < f->lens[2] ? 2 : 3;
+    ids[t] = f->ids[p][p == 2 ? t : t - f->lens[2]];
+    seq[t] = p - 2;
+  }
+  float *r = malloc((size_t)d * sizeof *r), *full = malloc(2 * (size_t)V * sizeof *full),
+        *from = malloc(2 * (size_t)V * sizeof *from);
+  for (int k = 0; k < d; k++) r[k] = (float)f->r[k];
+  kept_input keep = {.rows = malloc((size_t)n * d * sizeof(float)), .n = n};
+  rg_backend_opts bo = {.threads = 2};
+  rg_session_opts so = {.max_batch_tokens = n};
+  rg_weights *w = rg_weights_open(f->m, &bo, RG_WEIGHTS_AUTO);
+  rg_session *s = rg_session_new(w, 2, n, &so);
+  assert_non_null(s);
+  uint32_t *sites = calloc((size_t)L, sizeof *sites);
+  const int layers[3] = {0, L / 2, L - 1};
+  for (int i = 0; i < 3; i++) {
+    keep.layer = layers[i];
+    sites[layers[i]] = RG_HOOK_BIT(RG_HOOK_RESID_PRE);
+    const rg_capture cap = {.fn = keep_input, .user = &keep, .layer_sites = sites};
+    rg_session_reset(s);
+    rg_session_set_capture(s, &cap);
+    assert_int_equal(rg_session_eval(s, ids, seq, n, last, 0, NULL), 0);
+    rg_session_set_capture(s, NULL);
+    sites[layers[i]] = 0;
+    const rg_intervention add = {.actadd_vec = r, .actadd_layer = layers[i], .actadd_coeff = 1.0f};
+    assert_int_equal(rg_session_set_intervention(s, &add), 0);
+    rg_session_reset(s);
+    assert_int_equal(rg_session_eval(s, ids, seq, n, last, 2, full), 0);
+    rg_session_reset(s);
+    assert_int_equal(rg_session_eval_from(s, layers[i], keep.rows, ids, seq, n, last, 2, from), 0);
+    assert_int_equal(rg_session_set_intervention(s, NULL), 0);
+    assert_memory_equal(full, from, 2 * (size_t)V * sizeof *full);
+  }
+  rg_session_opts to = {.max_batch_tokens = n, .max_logit_rows = n, .train = true};
+  rg_session *t = rg_session_new(w, 1, n, &to);
+  assert_non_null(t);
+  assert_int_equal(rg_session_eval_from(t, 1, keep.rows, ids, seq, n, last, 2, from), -1);
+  assert_non_null(strstr(rg_error_get(), "training session"));
+  rg_session_free(t);
+  rg_session_free(s);
+  rg_weights_free(w);
+  free(sites), free(keep.rows), free(r), free(full), free(from), free(ids);
+}
+
 static void test_bad_inputs(void **state) {
   fixture *f = *state;
   rg_token_batch harm = {(const int32_t *const *)f->ids, f->lens, 2};
@@ -148,6 +215,7 @@ int main(void) {
       cmocka_unit_test(test_default_refusal_token),
       cmocka_unit_test(test_closed_forms),
       cmocka_unit_test(test_scores_match_reference),
+      cmocka_unit_test(test_eval_from_layer_is_the_full_pass),
       cmocka_unit_test(test_bad_inputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

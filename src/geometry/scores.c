@@ -48,7 +48,62 @@ struct rg_scorer {
   float *base_logits; /* [n_harmless, vocab], unintervened */
   float *dir;         /* float32 copy of the candidate, as the hooks take it */
   double base_harmful, base_harmless;
+  /* The harmless prompts as one batch, and the residual stream entering
+   * every block on its unintervened pass ([n_layers][n_tok, d_model]), so
+   * that induce runs only the blocks from the candidate's layer on; NULL
+   * when the batch does not fit one call or the stream is too large. */
+  float *harmless_resid;
+  int32_t *harmless_ids;
+  int *harmless_seq, *harmless_last, harmless_tokens;
 };
+
+/* Most bytes of kept residual stream (an 8B model with 100 val prompts of
+ * ~30 tokens needs ~1.6 GB: it then scores without the shortcut). */
+static const size_t MAX_RESID_BYTES = (size_t)1 << 30;
+
+/* Capture callback of keep_harmless_resid: block `layer`'s input rows. */
+static void keep_rows(void *user, rg_hook_site site, int layer, const float *rows, int n_rows, int d_model,
+                      const int *seq, const int *pos) {
+  rg_scorer *sc = user;
+  memcpy(sc->harmless_resid + (size_t)layer * sc->harmless_tokens * d_model, rows,
+         (size_t)n_rows * d_model * sizeof(float));
+}
+
+/* Runs the harmless prompts as one batch, unintervened, keeping every
+ * block's input (the shortcut of induce). Leaves harmless_resid NULL, and
+ * returns 0, when the batch does not fit one call or the stream is too
+ * large to keep; -1 with the error set on a failure. */
+static int keep_harmless_resid(rg_scorer *sc, int max_batch_tokens) {
+  const int nh = sc->n_harmful, nl = sc->n_harmless, L = sc->m->cfg.n_layers, d = sc->d_model;
+  int n = 0;
+  for (int i = 0; i < nl; i++) n += sc->lens[nh + i];
+  if (n > max_batch_tokens || (size_t)L * n * d * sizeof(float) > MAX_RESID_BYTES) return 0;
+  sc->harmless_tokens = n;
+  sc->harmless_ids = malloc((size_t)n * sizeof *sc->harmless_ids);
+  sc->harmless_seq = malloc((size_t)n * sizeof *sc->harmless_seq);
+  sc->harmless_last = malloc((size_t)nl * sizeof *sc->harmless_last);
+  sc->harmless_resid = malloc((size_t)L * n * d * sizeof *sc->harmless_resid);
+  uint32_t *sites = malloc((size_t)L * sizeof *sites);
+  if (!sc->harmless_ids || !sc->harmless_seq || !sc->harmless_last || !sc->harmless_resid || !sites) {
+    free(sites);
+    return rg_error_set("scores: out of memory");
+  }
+  for (int i = 0, t = 0; i < nl; i++) {
+    for (int j = 0; j < sc->lens[nh + i]; j++, t++) {
+      sc->harmless_ids[t] = sc->ids[nh + i][j];
+      sc->harmless_seq[t] = i;
+    }
+    sc->harmless_last[i] = t - 1;
+  }
+  for (int l = 0; l < L; l++) sites[l] = RG_HOOK_BIT(RG_HOOK_RESID_PRE);
+  const rg_capture cap = {.fn = keep_rows, .user = sc, .layer_sites = sites};
+  rg_session_reset(sc->s);
+  rg_session_set_capture(sc->s, &cap);
+  const int rc = rg_session_eval(sc->s, sc->harmless_ids, sc->harmless_seq, n, sc->harmless_last, 0, NULL);
+  rg_session_set_capture(sc->s, NULL);
+  free(sites);
+  return rc;
+}
 
 /* Mean refusal score of rows [from, from + n) of sc->logits. */
 static double mean_score(const rg_scorer *sc, int from, int n) {
@@ -126,6 +181,7 @@ rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const
   memcpy(sc->base_logits, sc->logits + (size_t)harmful->n * vocab, (size_t)harmless->n * vocab * sizeof(float));
   sc->base_harmful = mean_score(sc, 0, harmful->n);
   sc->base_harmless = mean_score(sc, harmful->n, harmless->n);
+  if (keep_harmless_resid(sc, so.max_batch_tokens) < 0) goto fail;
   return sc;
 fail:
   rg_scorer_free(sc);
@@ -142,6 +198,10 @@ void rg_scorer_free(rg_scorer *sc) {
   free(sc->logits);
   free(sc->base_logits);
   free(sc->dir);
+  free(sc->harmless_resid);
+  free(sc->harmless_ids);
+  free(sc->harmless_seq);
+  free(sc->harmless_last);
   free(sc);
 }
 
@@ -168,12 +228,24 @@ int rg_scorer_score(rg_scorer *sc, const double *r, int layer, double *bypass, d
                         sc->vocab);
   *kl = sum / nl;
 
+  /* Activation addition at `layer` leaves the blocks below it as they were
+   * on the unintervened pass: start there when that pass's stream is kept. */
   rg_intervention add = {.actadd_vec = sc->dir, .actadd_layer = layer, .actadd_coeff = 1.0f};
-  if (rg_session_set_intervention(sc->s, &add) < 0 ||
-      rg_session_prefill(sc->s, sc->ids + nh, sc->lens + nh, nl, sc->logits + (size_t)nh * sc->vocab) < 0) {
+  float *harmless_logits = sc->logits + (size_t)nh * sc->vocab;
+  if (rg_session_set_intervention(sc->s, &add) < 0) {
     rc = -1;
     goto end;
   }
+  if (sc->harmless_resid) {
+    rg_session_reset(sc->s);
+    rc = rg_session_eval_from(sc->s, layer,
+                              sc->harmless_resid + (size_t)layer * sc->harmless_tokens * sc->d_model,
+                              sc->harmless_ids, sc->harmless_seq, sc->harmless_tokens, sc->harmless_last, nl,
+                              harmless_logits);
+  } else {
+    rc = rg_session_prefill(sc->s, sc->ids + nh, sc->lens + nh, nl, harmless_logits);
+  }
+  if (rc < 0) goto end;
   *induce = mean_score(sc, nh, nl);
 end:
   rg_session_set_intervention(sc->s, NULL);

@@ -301,9 +301,11 @@ static void record_batch(rg_session *s, int n, const int *logit_rows, int n_logi
 }
 
 /* Validates a batch, assigns positions (each sequence continues from its
- * cached length), runs it through every block and leaves the final-norm
+ * cached length), runs it through blocks FIRST.. (block FIRST's input is
+ * X_IN when FIRST > 0, else the embeddings) and leaves the final-norm
  * logits of logit_rows in s->a.logits. Nothing is appended on error. */
-static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits) {
+static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
+                        int first, const float *x_in) {
   const rg_config *c = &s->cfg;
   if (s->w->lora_rank > 0 && !s->a.lora_u)
     return rg_error_set("eval: the weights got LoRA adapters after this session was made; make a new session");
@@ -333,9 +335,10 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
   rg_backend *be = s->be;
   rg_batch_set(be, s->batch, ids, seq, s->pos, n);
   select_hooked_rows(s, seq, n);
-  rg_op_embed(be, s->train ? s->tr.saved[0].x_in : s->a.x, s->w->tok_embd, s->batch);
+  if (first == 0) rg_op_embed(be, s->train ? s->tr.saved[0].x_in : s->a.x, s->w->tok_embd, s->batch);
+  else rg_buf_upload(be, s->a.x, 0, x_in, (size_t)n * c->d_model); /* inference: every block reads s->a.x */
   int rc = 0;
-  for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = run_layer(s, l, n, false);
+  for (int l = first; rc == 0 && l < c->n_layers; l++) rc = run_layer(s, l, n, false);
   if (s->train) s->tr.have_dlogits = false; /* the batch changed: an earlier loss no longer applies */
   if (rc == 0 && s->train) record_batch(s, n, logit_rows, n_logits, whole);
   if (rc == 0 && n_logits > 0) {
@@ -353,7 +356,18 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
 
 int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
                     float *logits) {
-  if (forward_pass(s, ids, seq, n, logit_rows, n_logits) < 0) return -1;
+  if (forward_pass(s, ids, seq, n, logit_rows, n_logits, 0, NULL) < 0) return -1;
+  if (n_logits > 0 && logits && rg_buf_download(s->be, s->a.logits, 0, logits, (size_t)n_logits * s->cfg.vocab_size) < 0)
+    return rg_error_prefix("eval");
+  return 0;
+}
+
+int rg_session_eval_from(rg_session *s, int layer, const float *x_in, const int32_t *ids, const int *seq, int n,
+                         const int *logit_rows, int n_logits, float *logits) {
+  if (s->train) return rg_error_set("eval: a training session runs every block");
+  if (layer < 0 || layer >= s->cfg.n_layers)
+    return rg_error_set("eval: start layer %d outside [0, %d)", layer, s->cfg.n_layers);
+  if (forward_pass(s, ids, seq, n, logit_rows, n_logits, layer, x_in) < 0) return -1;
   if (n_logits > 0 && logits && rg_buf_download(s->be, s->a.logits, 0, logits, (size_t)n_logits * s->cfg.vocab_size) < 0)
     return rg_error_prefix("eval");
   return 0;
@@ -365,7 +379,7 @@ int rg_session_eval_ce(rg_session *s, const int32_t *ids, const int *seq, int n,
   if (n_logits < 1) return rg_error_set("eval: a loss needs at least one logit row");
   for (int r = 0; r < n_logits; r++)
     if (targets[r] < 0 || targets[r] >= V) return rg_error_set("eval: target %d out of range [0, %d)", (int)targets[r], V);
-  if (forward_pass(s, ids, seq, n, logit_rows, n_logits) < 0) return -1;
+  if (forward_pass(s, ids, seq, n, logit_rows, n_logits, 0, NULL) < 0) return -1;
   rg_op_cross_entropy(s->be, s->a.losses, NULL, s->a.logits, targets, NULL, n_logits, V);
   if (rg_buf_download(s->be, s->a.losses, 0, losses, (size_t)n_logits) < 0) return rg_error_prefix("eval");
   return 0;

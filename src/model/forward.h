@@ -99,6 +99,18 @@ void rg_session_set_capture(rg_session *s, const rg_capture *cap);
 int rg_session_eval(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
                     float *logits);
 
+/* rg_session_eval on an inference session, starting at block LAYER: X_IN
+ * [n, d_model] is the residual stream entering block LAYER before any
+ * intervention of that block (what blocks.LAYER.hook_resid_pre captures on
+ * an unintervened pass of the same batch), blocks below LAYER are skipped
+ * and their caches are left as they are. With that X_IN and no
+ * intervention below LAYER, the logits are the full pass's: activation
+ * addition at LAYER leaves the blocks below it unchanged, so carrier
+ * scoring (geometry/scores.h) runs them once. Returns 0, or -1 with the
+ * error set (as rg_session_eval; a training session is refused). */
+int rg_session_eval_from(rg_session *s, int layer, const float *x_in, const int32_t *ids, const int *seq, int n,
+                         const int *logit_rows, int n_logits, float *logits);
+
 /* rg_session_eval, but instead of the logits it returns the cross entropy
  * of each logit row r against targets[r] (nats): losses[r] =
  * logsumexp(z_r) - z_r[targets[r]], computed on the backend, so only
