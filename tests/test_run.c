@@ -17,7 +17,8 @@
  * 2. Progress: bars with rate and ETA under a pseudo-terminal, one line per
  *    checkpoint when stderr is piped.
  * 3. --dry-run lists the stages and writes nothing; "{out}" in a value
- *    becomes the run directory.
+ *    becomes the run directory; data/demo.ini and data/demo-qwen.ini plan
+ *    (every stage's command accepts its flags).
  * 4. Bad input: an unknown stage, a key in the wrong section, a [run] key
  *    that does not exist, a section refgeo does not know, in the file or
  *    as a --set override: one line naming the config file or the override
@@ -238,7 +239,18 @@ static void test_dry_run_writes_nothing(void **state) {
   snprintf(want, sizeof want, "--ablate %s/geometry/directions.h5:step=0", dir);
   if (!strstr(out, want)) fail_msg("--dry-run does not show '%s': %s", want, out);
   assert_false(rg_path_exists(dir));
-  free(dir), free(out), free(err), free(c);
+  free(out), free(err);
+  /* the shipped demos plan, every stage's flags accepted by its command */
+  static const char *const DEMOS[] = {"demo.ini", "demo-qwen.ini"};
+  for (int i = 0; i < 2; i++) {
+    char *ini = t_data_path(DEMOS[i]);
+    snprintf(args, sizeof args, "run '%s' --dry-run --set 'run.out=%s'", ini, dir);
+    if (t_run_cli(args, &out, &err) != 0) fail_msg("%s: %s", DEMOS[i], err);
+    assert_non_null(strstr(out, "report "));
+    assert_false(rg_path_exists(dir));
+    free(out), free(err), free(ini);
+  }
+  free(dir), free(c);
 }
 
 /* One line on stderr naming WHAT, exit 1, and no run dir. */

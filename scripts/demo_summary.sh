@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The demo's closing summary of a `refgeo run` directory: the refusal carrier
+# per checkpoint (geometry/migration.csv), ASR as it is and with the carrier
+# ablated (asr/, asr-ablate/), the refusal rate of harmless prompts as they
+# are and with the carrier added (asr-xstest/, asr-actadd/), and the verdict
+# of `refgeo repro` against Lan et al. 2026's published curve. Parts whose
+# files the run did not write are left out.
+#
+#   scripts/demo_summary.sh REFGEO RUN_DIR
+set -euo pipefail
+RG=$1 RUN=$2
+cd "$(dirname "$0")/.."
+
+# Prints the named columns of a CSV (by header name), "|"-separated so that
+# empty cells survive `IFS='|' read`.
+columns() {
+  local file=$1
+  shift
+  awk -F, -v want="$*" 'NR == 1 { n = split(want, w, " "); for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { line = ""; for (k = 1; k <= n; k++) line = line (k > 1 ? "|" : "") $(c[w[k]]); print line }' "$file"
+}
+
+echo "== summary of $RUN"
+if [ -f "$RUN/geometry/migration.csv" ]; then
+  echo "refusal carrier (refusal_direction's selection: induce > 0, KL < 0.1, layer < 0.8 L; lowest bypass):"
+  columns "$RUN/geometry/migration.csv" step best_pos best_layer label bypass induce kl n_admissible |
+    while IFS="|" read -r step pos layer label bypass induce kl n; do
+      if [ -z "$layer" ]; then
+        echo "  step $step: no admissible carrier"
+      else
+        printf '  step %s: pos %s, layer %s (%s); bypass %.3f, induce %.3f, KL %.4f; %s admissible\n' \
+          "$step" "$pos" "$layer" "$label" "$bypass" "$induce" "$kl" "$n"
+      fi
+    done
+fi
+asr_line() { # DIR: one line per step of DIR/asr.csv, named by its attack
+  [ -f "$1/asr.csv" ] || return 0
+  columns "$1/asr.csv" step attack n successes asr wilson95_lo wilson95_hi | while IFS="|" read -r step attack n k asr lo hi; do
+    printf '  step %s, %s: %s/%s = %.3f [%.3f, %.3f]\n' "$step" "$attack" "$k" "$n" "$asr" "$lo" "$hi"
+  done
+}
+if [ -f "$RUN/asr/asr.csv" ]; then
+  echo "HarmBench ASR (Wilson 95%):"
+  asr_line "$RUN/asr"
+  asr_line "$RUN/asr-ablate"
+fi
+rate_line() { # DIR: the safe prompts' refusal rate per step of DIR/refusal_rates.csv
+  [ -f "$1/refusal_rates.csv" ] || return 0
+  columns "$1/refusal_rates.csv" step attack group n refusals refusal_rate wilson95_lo wilson95_hi |
+    while IFS="|" read -r step attack group n k rate lo hi; do
+      [ "$group" = safe ] || continue
+      printf '  step %s, %s: %s/%s = %.3f [%.3f, %.3f]\n' "$step" "$attack" "$k" "$n" "$rate" "$lo" "$hi"
+    done
+}
+if [ -f "$RUN/asr-xstest/refusal_rates.csv" ]; then
+  echo "refusal rate of XSTest's safe prompts (Wilson 95%):"
+  rate_line "$RUN/asr-xstest"
+  rate_line "$RUN/asr-actadd"
+fi
+if [ -f "$RUN/asr/asr.csv" ]; then
+  echo "against Lan et al. 2026 (fixed-source R2D2 curve, steps 50-500):"
+  set +e
+  verdict=$("$RG" repro --published data/published/lan2026_r2d2.csv --measured "$RUN/asr/asr.csv" \
+    --measured-attack DirectRequest --attack fixed_source --common-steps 2>&1)
+  rc=$?
+  set -e
+  case $rc in
+    0) echo "  reproduced: $(echo "$verdict" | tail -1)" ;;
+    1) echo "  not reproduced: $(echo "$verdict" | tail -1)" ;;
+    *) echo "  cannot compare: ${verdict#refgeo repro: }" ;;
+  esac
+fi
