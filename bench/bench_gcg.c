@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
   for (int s = -1; s < steps && rc == 0; s++) {
     float loss = 0;
     const double t0 = bench_now_s();
-    rc = rg_gcg_token_grad(train, &c, grad, &loss);
+    rc = rg_gcg_token_grad(train, &c, s < 0 ? RG_GCG_PREFIX_RUN : RG_GCG_PREFIX_KEPT, grad, &loss);
     const double t1 = bench_now_s();
     if (rc == 0)
       rc = rg_gcg_sample(grad, c.n_suffix, V, disallowed, v.ids + c.suffix_start, 256 < V ? 256 : V, width, &rng,

@@ -12,6 +12,8 @@
  *    its own, on SmolLM2: within 1e-5 relative (the same float32 kernels on
  *    other batch shapes: ~1e-7 measured; a prefix forked from the wrong
  *    slots, or positions restarted at 0, gives errors of order 1);
+ *  - the token gradient on top of the cached prefix against one pass over
+ *    the whole sequence, on SmolLM2: within 1e-5 relative;
  *  - the sampler's contract: candidate j edits only position
  *    floor(j L / width), with a token among that position's top_k of
  *    -gradient that is not disallowed (checked by counting, independently of
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "adv_ft/gcg.h"
+#include "model/backward.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -111,7 +114,7 @@ static void test_token_grad_and_losses(void **state) {
   rg_session *train = rg_session_new(weights, 1, tc.c.n, &to);
   assert_non_null(train);
   float *grad = malloc((size_t)L * V * sizeof *grad), loss;
-  if (rg_gcg_token_grad(train, &tc.c, grad, &loss) != 0) fail_msg("%s", rg_error_get());
+  if (rg_gcg_token_grad(train, &tc.c, RG_GCG_PREFIX_RUN, grad, &loss) != 0) fail_msg("%s", rg_error_get());
   const double want_loss = cJSON_GetObjectItem(t, "loss")->valuedouble;
   const cJSON *g = cJSON_GetObjectItem(t, "grad");
   assert_int_equal(cJSON_GetArraySize(g), L * V);
@@ -233,6 +236,52 @@ static void test_prefix_cache_smollm2(void **state) {
   print_message("shared-prefix candidate losses (%d-token prefix, %d candidates): worst rel err %.2e\n", c.suffix_start,
                 N_CANDS, worst);
   assert_true(worst < 1e-5);
+
+  /* The token gradient on top of the cached prefix (run in this call, or
+   * kept from the call before, after the suffix changed) against one pass
+   * and backward over the whole sequence: within 1e-5 relative of the
+   * largest entry (the same kernels on other shapes; a cache row left
+   * holding a gradient, or the suffix rows taken from the wrong offset,
+   * gives errors of order 1). */
+  const int V = m->cfg.vocab_size;
+  rg_session_opts to = {.max_batch_tokens = n, .max_logit_rows = n, .train = true};
+  rg_session *train = t_session(m, 2, RG_WEIGHTS_AUTO, 1, n, &to);
+  float *ref = malloc((size_t)L * V * sizeof *ref), *g = malloc((size_t)L * V * sizeof *g), loss_ref, loss;
+  static const rg_gcg_prefix MODES[] = {RG_GCG_PREFIX_RUN, RG_GCG_PREFIX_KEPT, RG_GCG_PREFIX_KEPT};
+  for (int k = 0; k < 3; k++) {
+    if (k == 2) memcpy(ids + c.suffix_start, cands, (size_t)L * sizeof *ids); /* a new suffix on the kept prefix */
+    if (rg_gcg_token_grad(train, &c, RG_GCG_WHOLE, ref, &loss_ref) != 0) fail_msg("%s", rg_error_get());
+    if (k > 0 && rg_gcg_token_grad(train, &c, RG_GCG_PREFIX_RUN, g, &loss) != 0) fail_msg("%s", rg_error_get());
+    if (rg_gcg_token_grad(train, &c, MODES[k], g, &loss) != 0) fail_msg("%s", rg_error_get());
+    double md = 0, mr = 1e-30;
+    for (size_t i = 0; i < (size_t)L * V; i++) md = fmax(md, fabs(g[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
+    print_message("token gradient, cached prefix (%s): loss rel err %.2e, gradient rel err %.2e\n",
+                  k == 0 ? "run" : k == 1 ? "kept" : "kept, new suffix", fabs(loss - loss_ref) / loss_ref, md / mr);
+    assert_true(fabs(loss - loss_ref) / loss_ref < 1e-5);
+    assert_true(md / mr < 1e-5);
+  }
+  /* ... and it leaves the session's cache gradients zero: a whole-sequence
+   * backward afterwards gives every row's embedding gradient (the prefix's
+   * too, which read those cache rows) exactly as a fresh session does. */
+  const int d = m->cfg.d_model;
+  rg_session *fresh = t_session(m, 2, RG_WEIGHTS_AUTO, 1, n, &to);
+  float *de[2] = {malloc((size_t)n * d * sizeof(float)), malloc((size_t)n * d * sizeof(float))};
+  int seq0[CAP] = {0}, rows[CAP];
+  float scale[CAP], row_loss[CAP];
+  for (int k = 0; k < c.n_target; k++) rows[k] = n - c.n_target - 1 + k, scale[k] = 1.0f / c.n_target;
+  rg_session *both[2] = {train, fresh};
+  for (int i = 0; i < 2; i++) {
+    rg_session_reset(both[i]);
+    if (rg_session_eval(both[i], ids, seq0, n, rows, c.n_target, NULL) != 0 ||
+        rg_session_loss_ce(both[i], ids + n - c.n_target, scale, row_loss) != 0 ||
+        rg_session_backward(both[i], NULL, de[i]) != 0)
+      fail_msg("%s", rg_error_get());
+  }
+  assert_memory_equal(de[0], de[1], (size_t)n * d * sizeof(float));
+  free(de[0]), free(de[1]);
+  t_session_free(fresh);
+  free(ref), free(g);
+  t_session_free(train);
   t_session_free(whole);
   t_session_free(cached);
   rg_model_free(m);

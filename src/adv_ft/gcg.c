@@ -36,10 +36,12 @@ static int check_case(const rg_gcg_case *c) {
   return 0;
 }
 
-int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, float *loss) {
+int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, rg_gcg_prefix prefix, float *grad, float *loss) {
   if (check_case(c) < 0) return -1;
-  const int n = c->n, nt = c->n_target, d = rg_session_model(train)->cfg.d_model;
-  int *seq = calloc((size_t)n, sizeof *seq), *rows = malloc((size_t)nt * sizeof *rows);
+  /* the pass covers ids[from, n): from = 0, or the suffix's start on top of the cached prefix */
+  const int from = prefix == RG_GCG_WHOLE ? 0 : c->suffix_start, n = c->n - from, nt = c->n_target;
+  const int d = rg_session_model(train)->cfg.d_model;
+  int *seq = calloc((size_t)c->n, sizeof *seq), *rows = malloc((size_t)nt * sizeof *rows);
   float *scale = malloc((size_t)nt * sizeof *scale);
   float *losses = malloc((size_t)nt * sizeof *losses), *d_embed = malloc((size_t)n * d * sizeof *d_embed);
   int rc = seq && rows && scale && losses && d_embed ? 0 : rg_error_set("gcg: out of memory");
@@ -47,14 +49,22 @@ int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, floa
     rows[r] = n - nt - 1 + r; /* position t predicts token t + 1 */
     scale[r] = 1.0f / (float)nt;
   }
+  if (rc == 0 && prefix == RG_GCG_PREFIX_KEPT && rg_session_seq_len(train, 0) < from)
+    rc = rg_error_set("gcg: the session does not hold the %d-token prefix", from);
   if (rc == 0) {
-    rg_session_reset(train);
-    rc = rg_session_eval(train, c->ids, seq, n, rows, nt, NULL); /* the loss reads them on the backend */
+    if (prefix == RG_GCG_PREFIX_KEPT) {
+      rg_session_truncate(train, 0, from);
+    } else {
+      rg_session_reset(train);
+      if (from > 0) rc = rg_session_eval(train, c->ids, seq, from, rows, 0, NULL);
+    }
   }
-  if (rc == 0) rc = rg_session_loss_ce(train, c->ids + n - nt, scale, losses);
+  if (rc == 0) rc = rg_session_eval(train, c->ids + from, seq, n, rows, nt, NULL); /* the loss reads them on the backend */
+  if (rc == 0) rc = rg_session_loss_ce(train, c->ids + c->n - nt, scale, losses);
   if (rc == 0) rc = rg_session_backward(train, NULL, d_embed);
   /* d loss / d onehot = (d loss / d embeddings) . E^T, since embeddings = onehot . E */
-  if (rc == 0) rc = rg_session_embedding_products(train, d_embed + (size_t)c->suffix_start * d, c->n_suffix, grad);
+  if (rc == 0)
+    rc = rg_session_embedding_products(train, d_embed + (size_t)(c->suffix_start - from) * d, c->n_suffix, grad);
   if (rc == 0) {
     double sum = 0;
     for (int r = 0; r < nt; r++) sum += losses[r];
@@ -221,7 +231,8 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
   float loss = 0;
   *n_steps = 0;
   for (int k = 0; rc == 0 && k < o->steps; k++) {
-    rc = rg_gcg_token_grad(train, c, grad, &loss);
+    /* the prefix is run into the gradient session once, at the first step */
+    rc = rg_gcg_token_grad(train, c, k == 0 ? RG_GCG_PREFIX_RUN : RG_GCG_PREFIX_KEPT, grad, &loss);
     if (rc == 0 && o->min_loss > 0 && loss < o->min_loss) { /* the current suffix is good enough */
       if (why) *why = RG_GCG_MIN_LOSS;
       break;

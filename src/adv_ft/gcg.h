@@ -48,11 +48,22 @@ typedef struct {
  * them allowed. */
 void rg_gcg_disallowed_tokens(const rg_model *m, unsigned char *disallowed);
 
+/* How rg_gcg_token_grad treats the tokens before the suffix. */
+typedef enum {
+  RG_GCG_PREFIX_RUN,  /* run them into sequence 0 of the session, then the rest on top */
+  RG_GCG_PREFIX_KEPT, /* sequence 0 holds them from an earlier call on this case: run only the rest */
+  RG_GCG_WHOLE,       /* one pass and backward over the whole sequence (the reference) */
+} rg_gcg_prefix;
+
 /* Step 1: grad[n_suffix, vocab] for the case, on a training session (made
  * with rg_session_opts.train, max_batch_tokens >= n, max_logit_rows >=
  * max(n_target, n_suffix)); no parameter gradient is computed. *loss gets
- * the case's loss. Returns 0 or -1 with the error set. */
-int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, float *grad, float *loss);
+ * the case's loss. The tokens before the suffix do not change within an
+ * attack, so, as HarmBench's gcg.py with its prefix KV cache, the pass and
+ * its backward cover only suffix | after | target on top of their cached
+ * keys and values (PREFIX says whether they are already there). Returns 0
+ * or -1 with the error set. */
+int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, rg_gcg_prefix prefix, float *grad, float *loss);
 
 /* Step 2: cands[search_width, n_suffix], each the current suffix with one
  * position replaced. grad is modified (disallowed entries raised above the

@@ -46,7 +46,8 @@ int rg_session_train_alloc(rg_session *s) {
   rg_backend *be = s->be;
   t->saved = calloc((size_t)c->n_layers, sizeof *t->saved);
   t->logit_rows = malloc(R * sizeof *t->logit_rows);
-  if (!t->saved || !t->logit_rows) return rg_error_set("session: out of memory");
+  t->prefix_len = calloc((size_t)s->max_seqs, sizeof *t->prefix_len);
+  if (!t->saved || !t->logit_rows || !t->prefix_len) return rg_error_set("session: out of memory");
   for (int l = 0; l < c->n_layers; l++) {
     layer_acts *A = &t->saved[l];
     if (!(A->x_in = rg_buf_new(be, T * d))) return rg_error_prefix("training activations of block %d", l);
@@ -95,6 +96,7 @@ void rg_session_train_free(rg_session *s) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
   free(t->saved);
   free(t->logit_rows);
+  free(t->prefix_len);
   memset(t, 0, sizeof *t);
 }
 
@@ -302,8 +304,9 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   train_state *t = &s->tr;
   if (!t->have_dlogits)
     return rg_error_set("backward: no loss set since the last eval (rg_session_loss_ce, rg_session_loss_away)");
-  if (!t->whole)
-    return rg_error_set("backward: the last eval continued cached sequences; backward needs whole sequences in one eval");
+  if (!t->whole && g)
+    return rg_error_set("backward: the last eval continued cached sequences; parameter gradients need whole "
+                        "sequences in one eval");
   const rg_config *c = &s->cfg;
   rg_backend *be = s->be;
   const int n = t->n, R = t->n_logits, d = c->d_model;
@@ -326,6 +329,16 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
     if (s->recompute && rg_session_rerun_block(s, l) < 0) return rg_error_prefix("backward");
     backward_layer(s, l, g ? &g->lg[l] : &no_grads);
   }
+  /* A batch on top of cached tokens (input gradient only) left gradients
+   * in the cache rows of those tokens, which kv_store_backward does not
+   * read: zero them, so the cache-shaped buffers are zero again. */
+  const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+  for (int q = 0; !t->whole && q < s->max_seqs; q++)
+    if (t->prefix_len[q] > 0) {
+      const size_t at = (size_t)q * s->max_ctx * kvd, len = (size_t)t->prefix_len[q] * kvd;
+      rg_buf_zero(be, t->dk_cache, at, len);
+      rg_buf_zero(be, t->dv_cache, at, len);
+    }
 
   if (g && g->tok_embd) rg_op_embed_backward(be, g->tok_embd, t->dx, s->batch, d); /* frozen under LoRA */
   t->have_dlogits = false; /* one backward per loss */

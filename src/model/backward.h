@@ -2,7 +2,9 @@
  *
  * A session made with rg_session_opts.train keeps every block's activations
  * of its last rg_session_eval. After that eval (whose batch must hold whole
- * sequences: each one starting at position 0 in that call),
+ * sequences, each one starting at position 0 in that call, unless only the
+ * input gradient is asked for: then the batch may continue cached tokens,
+ * whose keys and values are constants of the pass, as GCG's cached prefix),
  *   1. rg_session_loss_ce computes the cross entropy of the eval's logit rows
  *      against targets and seeds the gradient of the weighted loss sum;
  *      rg_session_loss_away does the same for the unlikelihood (away) loss.
@@ -71,7 +73,8 @@ int rg_session_loss_away(rg_session *s, const int32_t *targets, const float *sca
  * parameter gradients, as an attack needs); if d_embed is not NULL, writes
  * the gradient with respect to the batch's token embeddings (the eval's n
  * rows of d_model floats). Returns 0, or -1 with the error set
- * (no loss set, a batch that continued cached sequences). */
+ * (no loss set, parameter gradients of a batch that continued cached
+ * sequences). */
 int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed);
 
 #endif

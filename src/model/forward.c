@@ -147,6 +147,10 @@ void rg_session_drop(rg_session *s, int seq) {
   if (seq >= 0 && seq < s->max_seqs) s->seq_len[seq] = 0;
 }
 
+void rg_session_truncate(rg_session *s, int seq, int len) {
+  if (seq >= 0 && seq < s->max_seqs && len >= 0 && len < s->seq_len[seq]) s->seq_len[seq] = len;
+}
+
 int rg_session_fork(rg_session *s, int src, int dst) {
   if (src < 0 || src >= s->max_seqs || dst < 0 || dst >= s->max_seqs || src == dst)
     return rg_error_set("session fork: sequences %d -> %d of %d", src, dst, s->max_seqs);
@@ -291,13 +295,17 @@ static int run_layer(rg_session *s, int l, int n, bool again) {
 
 int rg_session_rerun_block(rg_session *s, int l) { return run_layer(s, l, s->tr.n, true); }
 
-/* A training session keeps what its backward needs to know of the batch. */
-static void record_batch(rg_session *s, int n, const int *logit_rows, int n_logits, bool whole) {
+/* A training session keeps what its backward needs to know of the batch:
+ * its logit rows, and how many cached tokens each sequence had before it
+ * (the first position of its tokens in the batch). */
+static void record_batch(rg_session *s, const int *seq, int n, const int *logit_rows, int n_logits, bool whole) {
   train_state *t = &s->tr;
   memcpy(t->logit_rows, logit_rows, (size_t)n_logits * sizeof *logit_rows);
   t->n = n;
   t->n_logits = n_logits;
   t->whole = whole;
+  memset(t->prefix_len, 0, (size_t)s->max_seqs * sizeof *t->prefix_len);
+  for (int i = n - 1; i >= 0; i--) t->prefix_len[seq[i]] = s->pos[i]; /* ends at each sequence's first token */
 }
 
 /* Validates a batch, assigns positions (each sequence continues from its
@@ -340,7 +348,7 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
   int rc = 0;
   for (int l = first; rc == 0 && l < c->n_layers; l++) rc = run_layer(s, l, n, false);
   if (s->train) s->tr.have_dlogits = false; /* the batch changed: an earlier loss no longer applies */
-  if (rc == 0 && s->train) record_batch(s, n, logit_rows, n_logits, whole);
+  if (rc == 0 && s->train) record_batch(s, seq, n, logit_rows, n_logits, whole);
   if (rc == 0 && n_logits > 0) {
     rg_buf_gather_rows(be, s->a.last, final_output(s), logit_rows, n_logits, c->d_model);
     rg_op_rmsnorm(be, s->a.last, s->a.last, s->w->out_norm, n_logits, c->d_model, c->rms_eps);

@@ -75,6 +75,9 @@ int rg_session_seq_len(const rg_session *s, int seq);
 /* Forgets every sequence / one sequence (its cache slots are reused). */
 void rg_session_reset(rg_session *s);
 void rg_session_drop(rg_session *s, int seq);
+/* Keeps the first LEN tokens of sequence SEQ (nothing changes when it has
+ * LEN or fewer): the next eval continues after them. */
+void rg_session_truncate(rg_session *s, int seq, int len);
 
 /* Makes sequence DST a copy of sequence SRC: its cached tokens (the KV
  * cache rows of every layer) and length, so both continue from the same

@@ -44,6 +44,7 @@ typedef struct {
   int n, n_logits;
   int *logit_rows; /* [R] */
   bool whole;      /* every sequence of the batch started at position 0 */
+  int *prefix_len; /* [max_seqs] each sequence's cached tokens before the batch (0: not in it, or whole) */
   bool have_dlogits;
 } train_state;
 
