@@ -33,29 +33,28 @@ if [ -f "$RUN/geometry/migration.csv" ]; then
       fi
     done
 fi
-asr_line() { # DIR: one line per step of DIR/asr.csv, named by its attack
-  [ -f "$1/asr.csv" ] || return 0
-  columns "$1/asr.csv" step attack n successes asr wilson95_lo wilson95_hi | while IFS="|" read -r step attack n k asr lo hi; do
-    printf '  step %s, %s: %s/%s = %.3f [%.3f, %.3f]\n' "$step" "$attack" "$k" "$n" "$asr" "$lo" "$hi"
+# One line per row of a rate table: FILE COUNT_COLUMN RATE_COLUMN [GROUP]
+# (asr.csv: successes, asr; refusal_rates.csv: refusals, refusal_rate, and
+# only the rows of GROUP).
+rate_lines() {
+  [ -f "$1" ] || return 0
+  local want=${4:-} group_column=attack # asr.csv has no group: any column will do
+  [ -z "$want" ] || group_column=group
+  columns "$1" step attack "$group_column" n "$2" "$3" wilson95_lo wilson95_hi |
+  while IFS="|" read -r step attack group n k rate lo hi; do
+    [ -z "$want" ] || [ "$group" = "$want" ] || continue
+    printf '  step %s, %s: %s/%s = %.3f [%.3f, %.3f]\n' "$step" "$attack" "$k" "$n" "$rate" "$lo" "$hi"
   done
 }
 if [ -f "$RUN/asr/asr.csv" ]; then
   echo "HarmBench ASR (Wilson 95%):"
-  asr_line "$RUN/asr"
-  asr_line "$RUN/asr-ablate"
+  rate_lines "$RUN/asr/asr.csv" successes asr
+  rate_lines "$RUN/asr-ablate/asr.csv" successes asr
 fi
-rate_line() { # DIR: the safe prompts' refusal rate per step of DIR/refusal_rates.csv
-  [ -f "$1/refusal_rates.csv" ] || return 0
-  columns "$1/refusal_rates.csv" step attack group n refusals refusal_rate wilson95_lo wilson95_hi |
-    while IFS="|" read -r step attack group n k rate lo hi; do
-      [ "$group" = safe ] || continue
-      printf '  step %s, %s: %s/%s = %.3f [%.3f, %.3f]\n' "$step" "$attack" "$k" "$n" "$rate" "$lo" "$hi"
-    done
-}
 if [ -f "$RUN/asr-xstest/refusal_rates.csv" ]; then
   echo "refusal rate of XSTest's safe prompts (Wilson 95%):"
-  rate_line "$RUN/asr-xstest"
-  rate_line "$RUN/asr-actadd"
+  rate_lines "$RUN/asr-xstest/refusal_rates.csv" refusals refusal_rate safe
+  rate_lines "$RUN/asr-actadd/refusal_rates.csv" refusals refusal_rate safe
 fi
 if [ -f "$RUN/asr/asr.csv" ]; then
   echo "against Lan et al. 2026 (fixed-source R2D2 curve, steps 50-500):"
