@@ -187,8 +187,8 @@ static void set_condition(rg_session *s, const char *cond) {
 /* ---------------------------------------------------------------- vs transformers */
 
 /* The prompts with references for COND (malloc'd): every prompt for the
- * baseline, the intervention prompts otherwise. Row k of logits_COND.f32 is
- * prompt which[k]. */
+ * baseline, the intervention prompts otherwise; prompt p's reference logits
+ * are logits_COND_p.f32. */
 static int *condition_prompts(const char *cond, int *n) {
   const bool base = strcmp(cond, "base") == 0;
   *n = base ? F.n_prompts : F.n_iv;
@@ -221,19 +221,20 @@ static void check_condition(const char *cond) {
 
   char name[64];
   size_t n;
-  float *ref = t_read_f32(fixture_name("logits_%s.f32", cond), &n);
-  assert_int_equal(n, (size_t)n_rows * F.vocab);
   double worst_logit = 0, worst_resid = 0;
   int argmax_same = 0;
   for (int k = 0; k < n_rows; k++) {
     const int p = which[k];
-    const float *got = logits + (size_t)k * F.vocab, *want = ref + (size_t)k * F.vocab;
+    float *want = t_read_f32(fixture_name("logits_%s_%d.f32", cond, p), &n);
+    assert_int_equal(n, (size_t)F.vocab);
+    const float *got = logits + (size_t)k * F.vocab;
     double md = 0;
     for (int v = 0; v < F.vocab; v++) md = fmax(md, fabs(got[v] - want[v]));
     worst_logit = fmax(worst_logit, md);
     if (!(md <= LOGIT_TOL)) fail_msg("%s prompt %d: max |logit diff| %.3g", cond, p, md);
     assert_int_equal(rg_argmax(got, F.vocab), rg_argmax(want, F.vocab));
     argmax_same++;
+    free(want);
 
     float *rref = t_read_f32(fixture_name("resid_%s_%d.f32", cond, p), &n);
     assert_int_equal(n, per_prompt);
@@ -289,7 +290,6 @@ static void check_condition(const char *cond) {
   free(which);
   free(ids);
   free(lens);
-  free(ref);
   free(logits);
   free(sites);
   free(cap.out);
@@ -543,8 +543,6 @@ static void test_sampling(void **state) {
  * whose greedy path is not razor thin (the rule of check_condition). */
 static void test_cli(void **state) {
   cJSON *prompts = cJSON_GetObjectItem(F.index, "prompts");
-  size_t n;
-  float *ref = t_read_f32(fixture_name("logits_base.f32"), &n);
   int checked = 0;
   for (int p = 0; p < F.n_prompts && checked < 3; p++) {
     cJSON *e = cJSON_GetArrayItem(prompts, p);
@@ -573,7 +571,9 @@ static void test_cli(void **state) {
     assert_int_equal(t_run_cli(args, &out, NULL), 0);
     j = cJSON_Parse(out);
     assert_non_null(j);
-    const float *lg = ref + (size_t)p * F.vocab;
+    size_t n;
+    float *lg = t_read_f32(fixture_name("logits_base_%d.f32", p), &n);
+    assert_int_equal(n, (size_t)F.vocab);
     double mx = lg[0], sum = 0;
     for (int v = 1; v < F.vocab; v++) mx = fmax(mx, lg[v]);
     for (int v = 0; v < F.vocab; v++) sum += exp(lg[v] - mx);
@@ -593,10 +593,10 @@ static void test_cli(void **state) {
     }
     cJSON_Delete(j);
     free(out);
+    free(lg);
   }
   print_message("%s cli: generate and logits match the reference on %d prompts\n", M->dir, checked);
   assert_int_equal(checked, 3);
-  free(ref);
 }
 
 static void test_bad_input(void **state) {

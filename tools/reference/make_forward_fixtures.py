@@ -6,7 +6,7 @@ one prompt per batch, and writes under OUT_DIR (tests/fixtures/forward/ for
 SmolLM2, tests/fixtures/forward/qwen/ for Qwen2.5-Coder-0.5B-Instruct):
 
   index.json                 prompts (token ids), directions, per-file layout
-  logits_<cond>.f32          [n_prompts, vocab] last-position logits
+  logits_<cond>_<i>.f32      [vocab] last-position logits of prompt i
   resid_<cond>_<i>.f32       [n_layers, 4, d_model] resid_pre of every layer at
                              the last 4 prompt positions (post-intervention)
   direction.f32              r (unnormalized, [d_model]) and r_hat ([d_model])
@@ -21,8 +21,8 @@ smallest top-1/top-2 logit margin seen along each are stored per condition.
 
 --intervention-prompts K runs ablate and actadd on K of the kept prompts only
 (spread from the first to the last, so harmful and harmless ones), listed in
-index.json "intervention_prompts"; logits_<cond>.f32 then has K rows in that
-order and resid_<cond>_<i>.f32 exists for those i. It keeps a large
+index.json "intervention_prompts"; logits_<cond>_<i>.f32 and
+resid_<cond>_<i>.f32 then exist for those i only. It keeps a large
 vocabulary's fixtures small: Qwen's 151936 logits are 0.6 MB per prompt.
 
 A second mode runs the tiny Hugging Face models of tests/fixtures/hf_tiny/,
@@ -220,9 +220,8 @@ def main():
         index["intervention_prompts"] = iv_pos
     np.concatenate([r.numpy(), r_hat.numpy()]).astype("<f4").tofile(os.path.join(out_dir, "direction.f32"))
     for c in conds:
-        np.stack([results[c][keep[j]][0] for j in rows[c]]).astype("<f4").tofile(
-            os.path.join(out_dir, f"logits_{c}.f32"))
-        for j in rows[c]:
+        for j in rows[c]:  # a file per prompt keeps each under 1 MiB at Qwen's 151936-token vocabulary
+            results[c][keep[j]][0].astype("<f4").tofile(os.path.join(out_dir, f"logits_{c}_{j}.f32"))
             results[c][keep[j]][1].astype("<f4").tofile(os.path.join(out_dir, f"resid_{c}_{j}.f32"))
     for j, i in enumerate(keep):
         entry = {"kind": kinds[i], "text": (HARMFUL + HARMLESS)[i], "ids": ids_all[i]}
