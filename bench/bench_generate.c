@@ -42,12 +42,14 @@ enum { N_INSTRUCTIONS = (int)(sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]) };
 int main(int argc, char **argv) {
   const char *model = NULL;
   int B = 8, N = 64, threads = 0, repeats = 3;
+  bool f32 = false;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory"},
       {"batch", CLI_INT, &B, "prompts generated together (8, at most 16)"},
       {"new-tokens", CLI_INT, &N, "new tokens per prompt (64)"},
       {"threads", CLI_INT, &threads, "threads (all CPUs)"},
       {"repeats", CLI_INT, &repeats, "timed generations (3)"},
+      {"f32", CLI_BOOL, &f32, "float32 copies of the weights (default: the file dtype)"},
   };
   const char *pos[1];
   int n_pos = 0;
@@ -71,8 +73,9 @@ int main(int argc, char **argv) {
     if (cli_prompt_tokens(m, &p, &prompts[b], &lens[b], stop, &n_stop) < 0) goto end;
     if (lens[b] > max_len) max_len = lens[b];
   }
+  printf("prompt tokens (longest of the batch): %d\n", max_len);
   rg_backend_opts bo = {.threads = threads};
-  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(s = rg_session_new(w, B, max_len + N, NULL))) goto end;
+  if (!(w = rg_weights_open(m, &bo, f32 ? RG_WEIGHTS_F32 : RG_WEIGHTS_TILED)) || !(s = rg_session_new(w, B, max_len + N, NULL))) goto end;
   rg_gen_opts go = {.max_new_tokens = N}; /* no stop ids: exactly N tokens each */
   for (int r = 0; r < repeats; r++) {
     rg_gen_result res[N_INSTRUCTIONS];

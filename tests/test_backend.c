@@ -180,6 +180,49 @@ static void test_matmul_all_dtypes(void **state) {
   }
 }
 
+/* The matmul path changes with the number of activation rows on a weight
+ * in its file dtype: up to SKINNY_MAX_M (16) rows it is backend_cpu_skinny.c,
+ * above it dequantized tiles and sgemm. Both sides of the switch, a width
+ * with a tail of 8 (f16, 40 columns) and a ragged last block of rows. */
+static void test_matmul_skinny_and_tiles(void **state) {
+  check_matmul(RG_F16, 3, 40, 21, true);
+  check_matmul(RG_Q4_1, 16, 64, 37, false);
+  check_matmul(RG_Q4_1, 17, 64, 37, true);
+}
+
+/* A row's product does not depend on the other rows of its call: each of 16
+ * rows multiplied alone (a decode step of one sequence) gives bitwise the
+ * row of the 16-row product (a step of 16 sequences), on the file-dtype
+ * path that decode steps take. */
+static void test_matmul_batch_invariant(void **state) {
+  const int M = 16, K = 96, N = 45;
+  hand_weight w = make_weight(RG_Q4_1, K, N);
+  float *x = rand_f32((size_t)M * K, 1.0);
+  rg_backend *be = new_backend(0);
+  assert_int_equal(BACKENDS[0].form, RG_FORM_FILE);
+  rg_bweight *bw = case_weight(be, 0, &w.t);
+  rg_buf *xb = upload(be, x, (size_t)M * K), *yb = rg_buf_new(be, (size_t)M * N), *x1 = rg_buf_new(be, K),
+         *y1 = rg_buf_new(be, N);
+  rg_op_matmul(be, yb, xb, M, bw, NULL);
+  float *all = download(be, yb, (size_t)M * N);
+  for (int m = 0; m < M; m++) {
+    rg_buf_upload(be, x1, 0, x + (size_t)m * K, K);
+    rg_op_matmul(be, y1, x1, 1, bw, NULL);
+    float *one = download(be, y1, N);
+    if (memcmp(one, all + (size_t)m * N, N * sizeof *one) != 0) fail_msg("row %d alone differs from its batch", m);
+    free(one);
+  }
+  free(all);
+  free(x);
+  rg_buf_free(be, xb);
+  rg_buf_free(be, yb);
+  rg_buf_free(be, x1);
+  rg_buf_free(be, y1);
+  rg_bweight_free(be, bw);
+  rg_backend_free(be);
+  free_weight(&w);
+}
+
 /* More rows than one 4M-float dequantization tile: several tiles + a ragged last one. */
 static void test_matmul_many_tiles(void **state) { check_matmul(RG_Q4_1, 2, 64, 70001, false); }
 
@@ -476,6 +519,7 @@ static void test_weight_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_all_dtypes), cmocka_unit_test(test_matmul_many_tiles),
+      cmocka_unit_test(test_matmul_skinny_and_tiles), cmocka_unit_test(test_matmul_batch_invariant),
       cmocka_unit_test(test_embed),             cmocka_unit_test(test_rmsnorm_swiglu_add),
       cmocka_unit_test(test_ablate_add_scaled), cmocka_unit_test(test_rope),
       cmocka_unit_test(test_attention),         cmocka_unit_test(test_gather_rows),

@@ -209,8 +209,48 @@ static void test_half_conversions(void **state) {
   cJSON_Delete(man);
 }
 
+/* The SIMD decoders rg_dequantize_row picks at run time (dequant_avx2.c)
+ * give the portable decoders' bits on random blocks: random bytes cover
+ * every nibble, high bit and 6-bit scale pattern, and f16 scales of every
+ * exponent, subnormals and infinities included. (On a CPU without AVX2 both
+ * calls run the portable code and the test is vacuous; it says so.) */
+static void test_simd_equals_portable(void **state) {
+  (void)state;
+  uint64_t z = 0x2545F4914F6CDD1Dull;
+  int checked = 0;
+  for (int type = 0; type < RG_DTYPE_COUNT; type++) {
+    const rg_dtype_info *info = rg_dtype_get(type);
+    if (!info || !info->can_dequantize) continue;
+    const int64_t n = 64 * (int64_t)info->block_elems;
+    const size_t bytes = rg_dtype_row_bytes(type, n);
+    uint8_t *raw = malloc(bytes);
+    float *fast = malloc(sizeof *fast * (size_t)n), *portable = malloc(sizeof *portable * (size_t)n);
+    for (int trial = 0; trial < 8; trial++) {
+      for (size_t i = 0; i < bytes; i++) {
+        z ^= z << 13, z ^= z >> 7, z ^= z << 17; /* xorshift64 */
+        raw[i] = (uint8_t)z;
+      }
+      assert_int_equal(rg_dequantize_row(type, raw, fast, n), 0);
+      assert_int_equal(rg_dequantize_row_portable(type, raw, portable, n), 0);
+      /* NaN scales: any NaN is a match (a quiet bit may differ by path) */
+      for (int64_t i = 0; i < n; i++)
+        if (isnan(fast[i]) && isnan(portable[i])) fast[i] = portable[i];
+      int bad = count_bit_mismatches(info->name, fast, portable, (size_t)n);
+      if (bad) fail_msg("%s: %d of %lld values differ between the SIMD and portable decoders", info->name, bad,
+                        (long long)n);
+    }
+    checked++;
+    free(raw);
+    free(fast);
+    free(portable);
+  }
+  print_message("%d types: SIMD decoders %s\n", checked,
+                __builtin_cpu_supports("avx2") ? "(AVX2) equal the portable ones" : "absent on this CPU (vacuous)");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_simd_equals_portable),
       cmocka_unit_test(test_type_table),
       cmocka_unit_test(test_synthetic_blocks),
       cmocka_unit_test(test_real_rows),

@@ -197,7 +197,7 @@ static int *condition_prompts(const char *cond, int *n) {
   return which;
 }
 
-static void check_condition(const char *cond) {
+static void check_condition_mode(const char *cond, rg_weight_mode mode) {
   int n_rows;
   int *which = condition_prompts(cond, &n_rows);
   const int32_t **ids = malloc((size_t)n_rows * sizeof *ids);
@@ -206,7 +206,7 @@ static void check_condition(const char *cond) {
     ids[k] = F.ids[which[k]];
     lens[k] = F.lens[which[k]];
   }
-  rg_session *s = new_session(n_rows, 0);
+  rg_session *s = new_session_mode(n_rows, 0, mode);
   set_condition(s, cond);
   const size_t per_prompt = (size_t)F.n_layers * F.last_k * F.d;
   resid_capture cap = {calloc((size_t)n_rows * per_prompt, sizeof(float)), lens};
@@ -252,8 +252,9 @@ static void check_condition(const char *cond) {
     }
     free(rref);
   }
-  print_message("%s %s: %d prompts, max |logit diff| %.3g, argmax same %d/%d, worst resid_pre rel L2 %.3g\n",
-                M->dir, cond, n_rows, worst_logit, argmax_same, n_rows, worst_resid);
+  const char *how = mode == RG_WEIGHTS_TILED ? " (file-dtype weights)" : "";
+  print_message("%s %s%s: %d prompts, max |logit diff| %.3g, argmax same %d/%d, worst resid_pre rel L2 %.3g\n",
+                M->dir, cond, how, n_rows, worst_logit, argmax_same, n_rows, worst_resid);
 
   /* Greedy continuations, interventions still active. */
   rg_gen_opts go = {.max_new_tokens = F.n_new};
@@ -281,8 +282,8 @@ static void check_condition(const char *cond) {
                cJSON_GetArrayItem(want, first_diff)->valueint, margin);
     identical++;
   }
-  print_message("%s %s: greedy %d/%d identical (smallest reference margin among them %.3f)\n", M->dir, cond,
-                identical, compared, min_margin);
+  print_message("%s %s%s: greedy %d/%d identical (smallest reference margin among them %.3f)\n", M->dir, cond,
+                how, identical, compared, min_margin);
   /* The baseline must be checked on at least 8 prompts (the brief's bar). */
   if (strcmp(cond, "base") == 0) assert_true(compared >= 8);
   rg_gen_results_free(res, n_rows);
@@ -296,7 +297,14 @@ static void check_condition(const char *cond) {
   t_session_free(s);
 }
 
+static void check_condition(const char *cond) { check_condition_mode(cond, RG_WEIGHTS_AUTO); }
+
 static void test_base(void **state) { check_condition("base"); }
+/* The same with the weights in their file dtype: prefill through dequantized
+ * tiles and the decode steps of the greedy continuations through
+ * backend_cpu_skinny.c (what `refgeo generate` and `asr` run), against the
+ * same transformers references and tolerances. */
+static void test_base_file_dtype(void **state) { check_condition_mode("base", RG_WEIGHTS_TILED); }
 static void test_ablate(void **state) { check_condition("ablate"); }
 static void test_actadd(void **state) { check_condition("actadd"); }
 
@@ -638,7 +646,8 @@ static void test_hook_names(void **state) {
 int main(void) {
   const struct CMUnitTest smollm2[] = {
       cmocka_unit_test(test_hook_names),          cmocka_unit_test(test_base),
-      cmocka_unit_test(test_ablate),              cmocka_unit_test(test_actadd),
+      cmocka_unit_test(test_base_file_dtype),     cmocka_unit_test(test_ablate),
+      cmocka_unit_test(test_actadd),
       cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_decode_equals_prefill),
       cmocka_unit_test(test_hook_sites),          cmocka_unit_test(test_hf_tiny),
       cmocka_unit_test(test_sampling),            cmocka_unit_test(test_cli),
@@ -647,8 +656,8 @@ int main(void) {
   /* Qwen: the comparisons with transformers, the K-quant tiled weights
    * (batch_equals_single) and the CLI; the model-independent tests ran above. */
   const struct CMUnitTest qwen[] = {
-      cmocka_unit_test(test_base), cmocka_unit_test(test_ablate), cmocka_unit_test(test_actadd),
-      cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_base), cmocka_unit_test(test_base_file_dtype), cmocka_unit_test(test_ablate),
+      cmocka_unit_test(test_actadd), cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_cli),
   };
   /* Under the sanitizers (several times slower) Qwen runs test_base only;
    * cmocka's macros take a whole array, so the count goes to the function. */

@@ -180,10 +180,11 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
     }
     dequant_rows(be, w, 0, rows, w->owned);
     w->f32 = w->owned;
-  } else if (cpu(be)->tile_floats < (size_t)cols) {
-    /* A tiled matrix: make sure each thread's scratch holds one of its rows. */
+  } else if (cpu(be)->tile_floats < (size_t)cols * SKINNY_ROWS) {
+    /* A tiled matrix: make sure each thread's scratch holds a register
+     * block of its rows (cpu_matmul_skinny). */
     cpu_backend *c = cpu(be);
-    size_t n = cols > TILE_FLOATS ? (size_t)cols : TILE_FLOATS;
+    size_t n = (size_t)cols * SKINNY_ROWS > TILE_FLOATS ? (size_t)cols * SKINNY_ROWS : TILE_FLOATS;
     float *tile = realloc(c->tile, n * (size_t)be->threads * sizeof(float));
     if (!tile) {
       free(w);
@@ -247,6 +248,10 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
                         float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
+  if (!w->f32 && M <= SKINNY_MAX_M) {
+    cpu_matmul_skinny(be, y, x, M, w, bias, beta);
+    return;
+  }
   cpu_backend *c = cpu(be);
   const int team = be->threads < N / 16 ? be->threads : (N / 16 > 0 ? N / 16 : 1);
 #pragma omp parallel num_threads(team)

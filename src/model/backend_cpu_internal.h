@@ -61,6 +61,17 @@ static inline void axpy(float *restrict y, float a, const float *restrict x, int
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* At most this many activation rows, a matmul on a weight kept in its file
+ * dtype runs cpu_matmul_skinny instead of dequantized tiles and sgemm. */
+enum { SKINNY_MAX_M = 16 };
+/* Weight rows it dequantizes and multiplies together (a register block). */
+enum { SKINNY_ROWS = 4 };
+
+/* backend_cpu_skinny.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
+ * for M <= SKINNY_MAX_M rows of x, W in its file dtype (w->f32 == NULL). */
+void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
+                       const rg_bweight *bias, float beta);
+
 /* Records the first failure of an operation (backend.h, "Errors"). */
 void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -19,8 +19,10 @@
  */
 #include "model/dtype.h"
 
+#include <stdbool.h>
 #include <string.h>
 
+#include "model/dequant_simd.h"
 #include "util/error.h"
 
 /* Compiling with FMA contraction cannot change results: in every "q*d + m"
@@ -96,7 +98,7 @@ static inline float load_f16(const uint8_t *p) {
 /* ---------------------------------------------------------------- plain types */
 
 /* Every row function converts NB blocks starting at X into Y. */
-typedef void (*dequant_fn)(const uint8_t *x, float *y, int64_t nb);
+typedef rg_dequant_fn dequant_fn;
 
 static void row_f32(const uint8_t *x, float *y, int64_t nb) { memcpy(y, x, (size_t)nb * 4); }
 
@@ -385,12 +387,19 @@ size_t rg_dtype_row_bytes(int type, int64_t n) {
   return bytes;
 }
 
-int rg_dequantize_row(int type, const void *src, float *dst, int64_t n) {
+static int convert(int type, const void *src, float *dst, int64_t n, bool simd) {
   const dtype_entry *e = entry(type);
   if (!e || !e->row) return rg_error_set("dequantize: cannot convert type %s to f32", e ? e->info.name : "(unknown)");
   if (n % e->info.block_elems != 0)
     return rg_error_set("dequantize: %lld %s elements are not a whole number of %d-element blocks", (long long)n,
                         e->info.name, e->info.block_elems);
-  e->row(src, dst, n / e->info.block_elems);
+  const dequant_fn fast = simd ? rg_dequant_avx2_row(type) : NULL;
+  (fast ? fast : e->row)(src, dst, n / e->info.block_elems);
   return 0;
+}
+
+int rg_dequantize_row(int type, const void *src, float *dst, int64_t n) { return convert(type, src, dst, n, true); }
+
+int rg_dequantize_row_portable(int type, const void *src, float *dst, int64_t n) {
+  return convert(type, src, dst, n, false);
 }

@@ -55,6 +55,9 @@ size_t rg_dtype_row_bytes(int type, int64_t n);
 /* Converts n elements (a whole number of blocks) of SRC to float32. Returns 0,
  * or -1 with the error set for a type that cannot be dequantized. */
 int rg_dequantize_row(int type, const void *src, float *dst, int64_t n);
+/* The same without the SIMD decoders (dequant_avx2.c) that
+ * rg_dequantize_row picks at run time; bit-identical, for tests. */
+int rg_dequantize_row_portable(int type, const void *src, float *dst, int64_t n);
 
 /* Scalar half-precision conversions (IEEE binary16 and bfloat16). */
 float rg_fp16_to_fp32(uint16_t h);

