@@ -46,7 +46,7 @@ static double candidate_flops(const rg_config *c, const rg_gcg_case *k) {
 }
 
 int main(int argc, char **argv) {
-  cli_passive_openmp(argv);
+  cli_bounded_openmp_spin(argv);
   const char *model = NULL, *behavior = NULL, *target = NULL;
   int width = 512, steps = 3, batch = 32, threads = 0;
   const cli_opt opts[] = {

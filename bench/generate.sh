@@ -12,13 +12,14 @@
 set -eu
 MODEL=${1:-$HOME/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 BUILD=${BUILD:-build}
-PY=${PY:-/root/.cache/refgeo-pyenv/bin/python}
+PY=${PY:-python3}
 B=8 N=64 R=3 THREADS=2
 HERE=$(dirname "$0")
 
 rg_tps=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_generate" --model "$MODEL" --batch $B --new-tokens $N \
   --threads $THREADS --repeats $R | awk '/^median/ {print $2}')
 hf_tps=$(OMP_NUM_THREADS=$THREADS "$PY" "$HERE/generate_peer.py" "$MODEL" $B $N $R $THREADS 2>/dev/null)
+sh "$(dirname "$0")/cpu_info.sh"
 echo "refgeo:       $rg_tps new tokens/s"
 echo "transformers: $hf_tps new tokens/s"
 awk -v a="$rg_tps" -v b="$hf_tps" 'BEGIN { printf "ratio refgeo/transformers: %.2f\n", a / b }'

@@ -47,8 +47,7 @@ if [ ! -x "$LCPP/bin/llama-batched-bench" ]; then
   cp -P "$work"/build/bin/*.so* "$LCPP/bin/" 2>/dev/null || true
 fi
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-echo "simd: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512_vnni|avx512_bf16|amx_tile|amx_bf16)$' | tr '\n' ' ')"
+sh "$(dirname "$0")/cpu_info.sh"
 echo "threads $THREADS, $N new tokens per sequence, median of $R"
 
 # The prompt length llama.cpp gets: bench_generate's longest prompt of the batch.
@@ -60,7 +59,7 @@ for B in 1 8 16; do
     --threads "$THREADS" --repeats "$R" | awk '/^median/ {print $2}')
   PP=$(prompt_len "$B")
   lc=$(LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * B + 64)) \
-    -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" -t "$THREADS" -tb "$THREADS" --no-warmup 2>/dev/null |
+    -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" -t "$THREADS" -tb "$THREADS" 2>/dev/null |
     awk -F'|' -v ntg="$N" -v b="$B" '$2 ~ /^ *[0-9]+ *$/ { t = $10 + 0 } END { if (t > 0) printf "%.1f", ntg * b / t }')
   awk -v b="$B" -v x="$rg" -v y="$lc" 'BEGIN { printf "batch %d: refgeo %.1f tok/s, llama.cpp %.1f tok/s, ratio %.2f\n", b, x, y, x / y }'
 done
@@ -70,6 +69,6 @@ PP=$(prompt_len 8)
 rg_kb=$(OMP_NUM_THREADS=$THREADS rss "$BUILD/bench_generate" --model "$MODEL" --batch 8 --new-tokens "$N" \
   --threads "$THREADS" --repeats 1)
 lc_kb=$(LD_LIBRARY_PATH="$LCPP/bin" rss "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * 8 + 64)) \
-  -npp "$PP" -ntg "$N" -npl 8 -t "$THREADS" -tb "$THREADS" --no-warmup)
+  -npp "$PP" -ntg "$N" -npl 8 -t "$THREADS" -tb "$THREADS")
 gguf_kb=$(( $(stat -c %s "$MODEL") / 1024 ))
 echo "peak RSS at batch 8: refgeo $((rg_kb / 1024)) MiB, llama.cpp $((lc_kb / 1024)) MiB, GGUF file $((gguf_kb / 1024)) MiB"

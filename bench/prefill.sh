@@ -10,7 +10,7 @@
 set -eu
 MODEL=${1:-$HOME/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 BUILD=${BUILD:-build}
-PY=${PY:-/root/.cache/refgeo-pyenv/bin/python}
+PY=${PY:-python3}
 B=16 T=128 R=5 THREADS=2
 
 peak=$("$BUILD/bench_forward" --sgemm-peak --threads $THREADS | awk '{print $(NF-1)}')
@@ -38,6 +38,7 @@ with torch.inference_mode():
 print(f"{statistics.median(rates):.1f}")
 PYEOF
 )
+sh "$(dirname "$0")/cpu_info.sh"
 echo "refgeo: $rg_tps tokens/s ($rg_gf GFLOP/s)"
 echo "torch:  $torch_tps tokens/s"
 awk -v a="$rg_tps" -v b="$torch_tps" -v g="$rg_gf" -v p="$peak" 'BEGIN {

@@ -12,11 +12,11 @@
 set -eu
 MODEL=${1:-$HOME/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 BUILD=${BUILD:-build}
-PY=${PY:-/root/.cache/refgeo-pyenv/bin/python}
+PY=${PY:-python3}
 B=4 T=128 R=5 THREADS=2
 LORA=${LORA:-0}
-# refgeo restarts itself with OMP_WAIT_POLICY=PASSIVE (tools/cli.h,
-# cli_passive_openmp); torch runs with its own defaults, its fastest here.
+# refgeo restarts itself with GOMP_SPINCOUNT=10000 (tools/cli.h,
+# cli_bounded_openmp_spin); torch runs with its own defaults, its fastest here.
 
 "$BUILD/bench_train" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --lora-rank "$LORA" |
   tee /tmp/bench_train.$$
@@ -53,6 +53,7 @@ for r in range(R + 1):
 print(f"{statistics.median(times):.3f}")
 PYEOF
 )
+sh "$(dirname "$0")/cpu_info.sh"
 echo "mode: $([ "$LORA" -gt 0 ] && echo "LoRA rank $LORA on q k v o" || echo full)"
 echo "refgeo: $rg_s s per step"
 echo "torch:  $torch_s s per step"

@@ -100,9 +100,9 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
   return cli_check_only() ? 1 : 0; /* checked: stop as after --help */
 }
 
-void cli_passive_openmp(char **argv) {
-  if (getenv("OMP_WAIT_POLICY")) return;
-  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+void cli_bounded_openmp_spin(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
   execv("/proc/self/exe", argv); /* returns only on failure: run on as we are */
 }
 

@@ -46,13 +46,17 @@ typedef struct {
 #define CLI_EXAMPLE_MODEL "~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 /* Debian's OpenBLAS runs its own threads beside libgomp's, and libgomp's
- * idle threads spin by default, taking the cores from the BLAS threads (a
- * training step's backward then varies by 50%). libgomp reads
- * OMP_WAIT_POLICY once, as it loads, so a process started without it
- * restarts itself once with OMP_WAIT_POLICY=PASSIVE (execv of
- * /proc/self/exe). A value the user set is kept. Returns only when no
- * restart happened. */
-void cli_passive_openmp(char **argv);
+ * idle threads spin for ~300000 rounds by default, taking the cores from the
+ * BLAS threads (a training step's backward then varied by 50%). Not spinning
+ * at all (OMP_WAIT_POLICY=PASSIVE) halves decoding, whose steps start a few
+ * hundred short parallel regions per token, each then a futex wake-up
+ * (SmolLM2, batch 1, 2 threads: 36.6 tok/s passive, 68 with 10000 rounds,
+ * 75 unbounded; the LoRA training step is 2.20 s either way). So libgomp
+ * spins 10000 rounds, then sleeps. It reads GOMP_SPINCOUNT once, as it
+ * loads: a process started without it (or OMP_WAIT_POLICY) restarts itself
+ * once with GOMP_SPINCOUNT=10000 (execv of /proc/self/exe). A value the user
+ * set is kept. Returns only when no restart happened. */
+void cli_bounded_openmp_spin(char **argv);
 
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Positional
  * arguments go to pos[0..*n_pos-1] (at most max_pos). Returns 0 or -1 with

@@ -27,18 +27,18 @@
 
 /* The register block: ROWS weight rows times XROWS activation rows, each
  * pair with its own vector of partial sums. A weight vector is loaded once
- * for XROWS FMAs and an activation vector once for ROWS, and the eight
- * independent chains cover the FMA latency. LANES is one register: 16
- * floats with AVX-512, 8 with AVX2, so that the eight sums, four weight
- * vectors and one activation vector fit in the register file. GCC's vector
+ * for XROWS FMAs and an activation vector once for ROWS, and the 8 or 16
+ * independent chains cover the FMA latency. LANES is one register: with
+ * AVX-512, 16 floats and 4 x 4 sums (21 of the 32 registers in use); with
+ * AVX2, 8 floats and 4 x 2 sums (13 of 16). GCC's vector
  * extension keeps the sums in registers (with plain float arrays it spilled
  * them to the stack on every step, at a third of the speed). */
 #ifdef __AVX512F__
-enum { LANES = 16 };
+enum { LANES = 16, XROWS = 4 };
 #else
-enum { LANES = 8 };
+enum { LANES = 8, XROWS = 2 };
 #endif
-enum { ROWS = SKINNY_ROWS, XROWS = 2 };
+enum { ROWS = SKINNY_ROWS };
 typedef float vec __attribute__((vector_size(LANES * sizeof(float))));
 
 static inline vec load_vec(const float *p) {
@@ -81,14 +81,18 @@ static inline __attribute__((always_inline)) void dot_block(const float *restric
     }
 }
 
+/* Every (R, MR) pair as its own specialized block; MR cases above XROWS
+ * are never taken. */
 #define DOT_CASE(R, MR) \
-  case (R) * 4 + (MR): dot_block(w, ldw, R, x, ldx, MR, K, out); break
+  case (R) * 8 + (MR): dot_block(w, ldw, R, x, ldx, (MR) < XROWS ? (MR) : XROWS, K, out); break
+#define DOT_CASES(R) DOT_CASE(R, 4); DOT_CASE(R, 3); DOT_CASE(R, 2); DOT_CASE(R, 1)
 static void dot_rows(const float *w, int ldw, int R, const float *x, int ldx, int MR, int K, float *out) {
-  switch (R * 4 + MR) {
-    DOT_CASE(4, 2); DOT_CASE(4, 1); DOT_CASE(3, 2); DOT_CASE(3, 1);
-    DOT_CASE(2, 2); DOT_CASE(2, 1); DOT_CASE(1, 2); default: dot_block(w, ldw, 1, x, ldx, 1, K, out); break;
+  switch (R * 8 + MR) {
+    DOT_CASES(4); DOT_CASES(3); DOT_CASES(2); DOT_CASE(1, 4); DOT_CASE(1, 3); DOT_CASE(1, 2);
+    default: dot_block(w, ldw, 1, x, ldx, 1, K, out); break;
   }
 }
+#undef DOT_CASES
 #undef DOT_CASE
 
 void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
@@ -105,7 +109,8 @@ void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
     float *rows = c->tile + (size_t)tid * c->tile_floats;
     for (int nb = n0; nb < n1; nb += ROWS) {
       const int R = n1 - nb < ROWS ? n1 - nb : ROWS;
-      for (int r = 0; r < R; r++) rg_dequantize_row(w->t->type, row_ptr(w, nb + r), rows + (size_t)r * K, K);
+      /* the R rows are contiguous in the file: one call decodes them all */
+      rg_dequantize_row(w->t->type, row_ptr(w, nb), rows, (int64_t)R * K);
       for (int m0 = 0; m0 < M; m0 += XROWS) {
         const int MR = M - m0 < XROWS ? M - m0 : XROWS;
         float d[XROWS * ROWS];

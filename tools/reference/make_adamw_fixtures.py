@@ -11,7 +11,7 @@ norm and the parameters after the step.
 
 Dev only, never run by CI:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_adamw_fixtures.py
+    python tools/reference/make_adamw_fixtures.py
 """
 import json
 import os

@@ -14,7 +14,7 @@ digits.
 
 Dev only, never run by CI:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_backward_fixtures.py \
+    python tools/reference/make_backward_fixtures.py \
         ~/.cache/refgeo/hf_tiny-ref tests/fixtures/backward
 """
 import json

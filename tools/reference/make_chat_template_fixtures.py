@@ -2,10 +2,10 @@
 
 Dev-only (never run by CI). Regenerate with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_chat_template_fixtures.py \
-        /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/chat_template/cases.json
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_chat_template_fixtures.py \
-        /root/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/chat_template/qwen_cases.json \
+    python tools/reference/make_chat_template_fixtures.py \
+        ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/chat_template/cases.json
+    python tools/reference/make_chat_template_fixtures.py \
+        ~/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/chat_template/qwen_cases.json \
         --source Qwen/Qwen2.5-Coder-0.5B-Instruct --only-gguf
 
 Every rendering comes from transformers' own Jinja machinery

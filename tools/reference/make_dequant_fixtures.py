@@ -1,8 +1,8 @@
 """Reference data for tests/test_dequant.c and tests/test_model_gguf.c (dev-only; CI never runs it).
 
 Regenerate with:
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_dequant_fixtures.py \
-        --model /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf --out tests/fixtures/dequant
+    python tools/reference/make_dequant_fixtures.py \
+        --model ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf --out tests/fixtures/dequant
 
 The independent reference is the `gguf` Python package (llama.cpp's gguf-py):
 gguf.quants.dequantize for the block formats and GGUFReader for the real file.

@@ -34,12 +34,12 @@ writes hf_tiny.json + hf_tiny_<name>.f32 (logits at every position,
 
 Needs accelerate (transformers' GGUF loader imports it). Regenerate (from
 the repository root):
-  /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
-      /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/forward
-  /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
-      /root/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/forward/qwen \
+  python tools/reference/make_forward_fixtures.py \
+      ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/forward
+  python tools/reference/make_forward_fixtures.py \
+      ~/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/forward/qwen \
       --intervention-prompts 2
-  /root/.cache/refgeo-pyenv/bin/python tools/reference/make_forward_fixtures.py \
+  python tools/reference/make_forward_fixtures.py \
       hf-tiny ~/.cache/refgeo/hf_tiny-ref tests/fixtures/forward
 """
 import argparse

@@ -15,7 +15,7 @@
 
 Writes tests/fixtures/gcg/gcg.json. Dev only, never run by CI:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_gcg_fixtures.py \
+    python tools/reference/make_gcg_fixtures.py \
         ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf ~/.cache/refgeo/hf_tiny-ref/llama_f32
 """
 import json

@@ -3,7 +3,7 @@
 Writes tests/fixtures/geometry/geometry_cases.json, read by tests/test_geometry.c.
 Regenerate (dev only, never run by CI) from the repository root with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_geometry_fixtures.py
+    python tools/reference/make_geometry_fixtures.py
 
 Every expected value here comes from numpy / scipy, not from refgeo:
   - singular values: numpy.linalg.svd(compute_uv=False)

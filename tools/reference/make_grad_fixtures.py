@@ -3,7 +3,7 @@
 Writes tests/fixtures/grad/grad_ops.json, read by tests/test_backend_grad.c.
 Regenerate (dev only, never run by CI) from the repository root with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_grad_fixtures.py
+    python tools/reference/make_grad_fixtures.py
 
 Each case draws float32 inputs and an upstream gradient dy, runs the
 operation in float64 torch (the float32 values cast up, so the reference

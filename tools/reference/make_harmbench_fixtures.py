@@ -2,7 +2,7 @@
 
 Dev-only; refgeo and its tests never run Python. Regenerate with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_harmbench_fixtures.py \
+    python tools/reference/make_harmbench_fixtures.py \
         --data data --out tests/fixtures/harmbench
 
 Every expected value is computed here with independent Python tools (the csv

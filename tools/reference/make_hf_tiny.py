@@ -2,7 +2,7 @@
 
 Dev-only (never run by CI). Regenerate with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_hf_tiny.py \
+    python tools/reference/make_hf_tiny.py \
         tests/fixtures/hf_tiny ~/.cache/refgeo/hf_tiny-ref build/refgeo
 
 Each model is a random-weight LlamaForCausalLM / MistralForCausalLM /

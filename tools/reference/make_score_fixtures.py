@@ -21,8 +21,8 @@ tests/fixtures/scores/scores.json and direction.f64 (r, float64 LE).
 
 Needs accelerate (transformers' GGUF loader imports it). Regenerate (from
 the repository root):
-  /root/.cache/refgeo-pyenv/bin/python tools/reference/make_score_fixtures.py \
-      /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/scores
+  python tools/reference/make_score_fixtures.py \
+      ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/scores
 """
 import json
 import os

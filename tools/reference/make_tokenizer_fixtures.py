@@ -2,10 +2,10 @@
 
 Dev-only (never run by CI). Regenerate with:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_tokenizer_fixtures.py \
-        /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/tokenizer
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_tokenizer_fixtures.py --model qwen2 \
-        /root/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/tokenizer
+    python tools/reference/make_tokenizer_fixtures.py \
+        ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/tokenizer
+    python tools/reference/make_tokenizer_fixtures.py --model qwen2 \
+        ~/.cache/refgeo/models/Qwen2.5-Coder-0.5B-Instruct.gguf tests/fixtures/tokenizer
 
 Outputs:
   cases.json          the test strings (as hex, so invalid UTF-8 is exact) with

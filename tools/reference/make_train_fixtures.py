@@ -11,7 +11,7 @@ before the update and the gradient norm before clipping.
 
 Dev only, never run by CI:
 
-    /root/.cache/refgeo-pyenv/bin/python tools/reference/make_train_fixtures.py \
+    python tools/reference/make_train_fixtures.py \
         ~/.cache/refgeo/hf_tiny-ref tests/fixtures/train
 """
 import json

@@ -24,8 +24,8 @@ The model is the GGUF the C tests use, loaded by transformers (dequantized with
 the gguf package) and run in float32 on the CPU, as make_forward_fixtures.py does.
 
 Regenerate (from the repository root):
-  /root/.cache/refgeo-pyenv-g/bin/python tools/reference/make_utility_fixtures.py \
-      /root/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/utility
+  python tools/reference/make_utility_fixtures.py \
+      ~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/utility
 """
 import argparse
 import json
