@@ -30,13 +30,15 @@
  * for XROWS FMAs and an activation vector once for ROWS, and the 8 or 16
  * independent chains cover the FMA latency. LANES is one register: with
  * AVX-512, 16 floats and 4 x 4 sums (21 of the 32 registers in use); with
- * AVX2, 8 floats and 4 x 2 sums (13 of 16). GCC's vector
+ * AVX2, 8 floats and 4 x 2 sums (13 of 16); with SSE2, 4 floats. GCC's vector
  * extension keeps the sums in registers (with plain float arrays it spilled
  * them to the stack on every step, at a third of the speed). */
-#ifdef __AVX512F__
+#if defined(__AVX512F__)
 enum { LANES = 16, XROWS = 4 };
-#else
+#elif defined(__AVX__)
 enum { LANES = 8, XROWS = 2 };
+#else /* SSE2 only (the sanitizer build has no -march) */
+enum { LANES = 4, XROWS = 2 };
 #endif
 enum { ROWS = SKINNY_ROWS };
 typedef float vec __attribute__((vector_size(LANES * sizeof(float))));

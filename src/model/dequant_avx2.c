@@ -15,7 +15,9 @@
  *
  * Dispatch is at run time (rg_dequant_avx2_row), so a binary built on an
  * AVX2 machine still runs, on the portable path, on one without it. */
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -169,10 +171,17 @@ AVX2 static void row_q6_k(const uint8_t *x, float *y, int64_t nb) {
   }
 }
 
+/* AVX2 and FMA from the compiler's CPU model; F16C from CPUID leaf 1
+ * (clang's __builtin_cpu_supports does not know "f16c"). Cheap enough to ask
+ * per call. */
+static bool have_avx2_fma_f16c(void) {
+  unsigned a, b, c, d;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 rg_dequant_fn rg_dequant_avx2_row(int type) {
-  /* three loads of libgcc's CPU model, cheap enough per row */
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
-    return NULL;
+  if (!have_avx2_fma_f16c()) return NULL;
   switch (type) {
   case RG_Q4_0: return row_q4_0;
   case RG_Q4_1: return row_q4_1;
