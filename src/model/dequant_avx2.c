@@ -172,12 +172,20 @@ AVX2 static void row_q6_k(const uint8_t *x, float *y, int64_t nb) {
 }
 
 /* AVX2 and FMA from the compiler's CPU model; F16C from CPUID leaf 1
- * (clang's __builtin_cpu_supports does not know "f16c"). Cheap enough to ask
- * per call. */
+ * (clang's __builtin_cpu_supports does not know "f16c"). Asked once: CPUID
+ * traps to the hypervisor in a virtual machine, and asked per row it took
+ * 86% of a decode step. Any thread may compute the answer first; they all
+ * compute the same one. */
 static bool have_avx2_fma_f16c(void) {
-  unsigned a, b, c, d;
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  static int known = -1; /* -1 not asked yet, else 0 / 1 */
+  int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (v < 0) {
+    unsigned a, b, c, d;
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __get_cpuid(1, &a, &b, &c, &d) &&
+        (c & bit_F16C);
+    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+  }
+  return v;
 }
 
 rg_dequant_fn rg_dequant_avx2_row(int type) {
