@@ -6,9 +6,9 @@
  * 4 MiB of rows to float32 and hands them to sgemm, which writes and rereads
  * 4 bytes per weight through the caches, and an f32 copy of the model reads
  * 4 bytes per weight from DRAM; a Q4_1 weight is 0.625 bytes in the file.
- * Here each thread dequantizes one weight row into a row-sized scratch that
- * stays in L1/L2 and takes its dot product with each activation row at once,
- * so DRAM traffic is the file's bytes.
+ * Here each thread dequantizes 4 weight rows at a time into a scratch that
+ * stays in L1/L2 and dots them with the activation rows at once, so DRAM
+ * traffic is the file's bytes.
  *
  * The activations stay float32: llama.cpp quantizes them to int8 per block
  * for integer dot products, which changes results by the activations'
@@ -16,8 +16,11 @@
  * the additions (tests/test_backend.c bounds it).
  *
  * Batch invariance: y[m][n] is the same sequence of float operations whatever
- * M is and whichever other rows share the call, so a sequence's logits do not
- * depend on the rest of its batch.
+ * M is (up to SKINNY_MAX_M) and whichever other rows share the call, so a
+ * decoding sequence's logits do not depend on the rest of its batch. Above
+ * SKINNY_MAX_M rows the product goes through sgemm, whose sums are ordered
+ * differently: a prompt of at most 16 tokens prefilled alone differs at
+ * rounding level from the same prompt prefilled inside a larger batch.
  */
 #include <omp.h>
 #include <string.h>
