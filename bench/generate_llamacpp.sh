@@ -61,6 +61,7 @@ for B in 1 8 16; do
   lc=$(LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * B + 64)) \
     -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" -t "$THREADS" -tb "$THREADS" 2>/dev/null |
     awk -F'|' -v ntg="$N" -v b="$B" '$2 ~ /^ *[0-9]+ *$/ { t = $10 + 0 } END { if (t > 0) printf "%.1f", ntg * b / t }')
+  [ -n "$rg" ] && [ -n "$lc" ] || { echo "generate_llamacpp: batch $B: no throughput read (refgeo '$rg', llama.cpp '$lc')" >&2; exit 1; }
   awk -v b="$B" -v x="$rg" -v y="$lc" 'BEGIN { printf "batch %d: refgeo %.1f tok/s, llama.cpp %.1f tok/s, ratio %.2f\n", b, x, y, x / y }'
 done
 

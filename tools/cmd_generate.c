@@ -92,9 +92,7 @@ int cmd_generate(int argc, char **argv) {
     goto end;
   }
   rg_backend_opts bo = {.threads = threads};
-  /* Generation is decode-bound: the weights stay in their file dtype (decode
-   * steps read the GGUF blocks, backend_cpu_skinny.c), which also keeps the
-   * process near the file's size instead of an f32 copy 4-6x larger. */
+  /* decode-bound: weights in the file dtype (weights.h, RG_WEIGHTS_TILED) */
   if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_TILED)) || !(s = rg_session_new(w, 1, ctx, NULL))) goto end;
   if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   rg_gen_opts go = {.max_new_tokens = max_new, .temperature = (float)temperature, .top_p = (float)top_p,

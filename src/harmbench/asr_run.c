@@ -77,9 +77,7 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
   int batch = o->batch < n ? o->batch : n, ctx;
   if (rg_context_len(&m->cfg, max_len, o->max_new_tokens, &ctx) < 0) return rg_error_prefix("%s", m->path);
   rg_backend_opts bo = {.threads = o->threads};
-  /* Generation is decode-bound: the weights stay in their file dtype (decode
-   * steps read the GGUF blocks, backend_cpu_skinny.c), which also keeps the
-   * process near the file's size instead of an f32 copy 4-6x larger. */
+  /* decode-bound: weights in the file dtype (weights.h, RG_WEIGHTS_TILED) */
   rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_TILED);
   rg_session *s = w ? rg_session_new(w, batch, ctx, NULL) : NULL;
   if (!s || (o->intervention && rg_session_set_intervention(s, o->intervention) < 0)) {

@@ -248,17 +248,6 @@ static void row_q3_k(const uint8_t *x, float *y, int64_t nb) {
   }
 }
 
-/* The 6-bit scale and min of sub-block j of a q4_K/q5_K block. */
-static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 static void row_q4_k(const uint8_t *x, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; i++, x += 144) {
     const float d = load_f16(x), min = load_f16(x + 2);

@@ -107,17 +107,6 @@ AVX2 static void row_q8_0(const uint8_t *x, float *y, int64_t nb) {
   }
 }
 
-/* The 6-bit scale and min of sub-block j of a q4_K/q5_K block (as dequant.c). */
-static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 /* q4_K: 4 chunks of 64; element l of a chunk is d1 * lo(q[l]) - m1 (l < 32)
  * or d2 * hi(q[l-32]) - m2. */
 AVX2 static void row_q4_k(const uint8_t *x, float *y, int64_t nb) {

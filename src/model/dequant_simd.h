@@ -1,5 +1,6 @@
 /* dequant_simd.h: the SIMD row decoders that dequant.c dispatches to at run
- * time (private to the model library). */
+ * time, and what the portable and SIMD decoders share (private to the model
+ * library). */
 #ifndef RG_DEQUANT_SIMD_H
 #define RG_DEQUANT_SIMD_H
 
@@ -12,5 +13,16 @@ typedef void (*rg_dequant_fn)(const uint8_t *x, float *y, int64_t nb);
  * or F16C or the type has none (dequant_avx2.c). Bit-identical to the
  * portable decoder. */
 rg_dequant_fn rg_dequant_avx2_row(int type);
+
+/* The 6-bit scale and min of sub-block j of a q4_K/q5_K block. */
+static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
 
 #endif

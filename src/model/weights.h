@@ -48,7 +48,11 @@ typedef struct rg_weights rg_weights;
 /* How non-f32 matrices are kept (backend.h, rg_weight_form). */
 typedef enum {
   RG_WEIGHTS_AUTO = 0, /* float32 when the model's f32 matrices take < 25% of RAM */
-  RG_WEIGHTS_TILED,    /* the file dtype, dequantized in tiles by each matmul */
+  RG_WEIGHTS_TILED,    /* the file dtype, dequantized in tiles by each matmul; matmuls of
+                        * <= 16 rows read the file's blocks directly (backend_cpu_skinny.c).
+                        * What decode-bound callers (generate, asr) take: a decode step
+                        * then reads the file's bytes, and the process stays near the
+                        * file's size instead of an f32 copy 4-6x larger. */
   RG_WEIGHTS_F32       /* always float32 */
 } rg_weight_mode;
 
