@@ -502,6 +502,29 @@ static void test_gather_rows(void **state) {
   free(x);
 }
 
+/* A column block of a [6, 10] matrix (columns 3..6) into a packed [6, 4]
+ * buffer at offset 5, and back into columns 1..4 of a zeroed [6, 8]: the
+ * copies Ulysses packs head blocks with (sp_attention.c). */
+static void test_buf_copy_rows(void **state) {
+  float *x = rand_f32(60, 1.0);
+  double packed_ref[5 + 24] = {0}, back_ref[48] = {0};
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 4; j++) packed_ref[5 + i * 4 + j] = back_ref[i * 8 + 1 + j] = x[i * 10 + 3 + j];
+  for (int bi = 0; bi < N_BACKENDS; bi++) {
+    rg_backend *be = new_backend(bi);
+    rg_buf *src = upload(be, x, 60), *packed = rg_buf_new(be, 29), *back = rg_buf_new(be, 48);
+    rg_buf_copy_rows(be, packed, 5, 4, src, 3, 10, 6, 4);
+    rg_buf_copy_rows(be, back, 1, 8, packed, 5, 4, 6, 4);
+    float *got = download(be, packed, 29), *got_back = download(be, back, 48);
+    assert_true(rel_err(got, packed_ref, 29) == 0);
+    assert_true(rel_err(got_back, back_ref, 48) == 0);
+    free(got), free(got_back);
+    rg_buf_free(be, src), rg_buf_free(be, packed), rg_buf_free(be, back);
+    rg_backend_free(be);
+  }
+  free(x);
+}
+
 static void test_weight_errors(void **state) {
   const int bi = 0;
   rg_backend *be = new_backend(bi);
@@ -523,7 +546,7 @@ int main(void) {
       cmocka_unit_test(test_embed),             cmocka_unit_test(test_rmsnorm_swiglu_add),
       cmocka_unit_test(test_ablate_add_scaled), cmocka_unit_test(test_rope),
       cmocka_unit_test(test_attention),         cmocka_unit_test(test_gather_rows),
-      cmocka_unit_test(test_weight_errors),
+      cmocka_unit_test(test_buf_copy_rows),     cmocka_unit_test(test_weight_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,6 +119,8 @@ typedef struct rg_backend_iface {
   void (*batch_set)(rg_backend *be, rg_batch *b, const int32_t *ids, const int *seq, const int *pos, int n);
   void (*gather_rows)(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width);
   void (*buf_copy)(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset, size_t n);
+  void (*buf_copy_rows)(rg_backend *be, rg_buf *dst, size_t dst_offset, size_t dst_stride, const rg_buf *src,
+                        size_t src_offset, size_t src_stride, int rows, size_t width);
   rg_bweight *(*weight_new)(rg_backend *be, const rg_tensor *t, rg_weight_form form);
   void (*weight_free)(rg_backend *be, rg_bweight *w);
   size_t (*weight_bytes)(const rg_bweight *w);
@@ -205,6 +207,14 @@ static inline int rg_buf_download(rg_backend *be, const rg_buf *src, size_t offs
 static inline void rg_buf_copy(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset,
                                size_t n) {
   be->iface->buf_copy(be, dst, dst_offset, src, src_offset, n);
+}
+/* A strided block copy: for i < rows, the WIDTH floats at src_offset + i *
+ * src_stride go to dst_offset + i * dst_stride (no overlap): a column block
+ * of a row-major matrix in or out of a packed buffer (sequence
+ * parallelism's head blocks, sp_attention.c). */
+static inline void rg_buf_copy_rows(rg_backend *be, rg_buf *dst, size_t dst_offset, size_t dst_stride,
+                                    const rg_buf *src, size_t src_offset, size_t src_stride, int rows, size_t width) {
+  be->iface->buf_copy_rows(be, dst, dst_offset, dst_stride, src, src_offset, src_stride, rows, width);
 }
 /* Copies rows: dst[i, :] = src[rows[i], :] (width floats each). */
 static inline void rg_buf_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n,

@@ -90,6 +90,13 @@ static void cpu_buf_copy(rg_backend *be, rg_buf *dst, size_t dst_offset, const r
   memcpy(dst->data + dst_offset, src->data + src_offset, n * sizeof(float));
 }
 
+static void cpu_buf_copy_rows(rg_backend *be, rg_buf *dst, size_t dst_offset, size_t dst_stride, const rg_buf *src,
+                              size_t src_offset, size_t src_stride, int rows, size_t width) {
+  for (int i = 0; i < rows; i++)
+    memcpy(dst->data + dst_offset + (size_t)i * dst_stride, src->data + src_offset + (size_t)i * src_stride,
+           width * sizeof(float));
+}
+
 static int cpu_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
   memcpy(dst, src->data + offset, n * sizeof(float));
   return cpu_status(be);
@@ -466,6 +473,7 @@ static const rg_backend_iface CPU_IFACE = {
     .batch_set = cpu_batch_set,
     .gather_rows = cpu_gather_rows,
     .buf_copy = cpu_buf_copy,
+    .buf_copy_rows = cpu_buf_copy_rows,
     .weight_new = cpu_weight_new,
     .weight_free = cpu_weight_free,
     .weight_bytes = cpu_weight_bytes,

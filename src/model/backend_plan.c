@@ -172,6 +172,8 @@ static void plan_batch_set(rg_backend *be, rg_batch *b, const int32_t *ids, cons
 static void plan_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width) {}
 static void plan_buf_copy(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset,
                           size_t n) {}
+static void plan_buf_copy_rows(rg_backend *be, rg_buf *dst, size_t dst_offset, size_t dst_stride, const rg_buf *src,
+                               size_t src_offset, size_t src_stride, int rows, size_t width) {}
 static void plan_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
                         const rg_bweight *bias) {}
 static void plan_matmul_add(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w) {}
@@ -225,6 +227,7 @@ static void plan_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg
     .buf_upload = plan_buf_upload, .buf_download = plan_buf_download, .batch_new = plan_batch_new,                 \
     .batch_free = plan_batch_free, .batch_set = plan_batch_set, .gather_rows = plan_gather_rows,                  \
     .buf_copy = plan_buf_copy,                                                                                     \
+    .buf_copy_rows = plan_buf_copy_rows,                                                                           \
     .weight_new = plan_weight_new, .weight_free = plan_weight_free, .weight_bytes = plan_weight_bytes,             \
     .weight_make_f32 = plan_weight_make_f32, .weight_download = plan_weight_download,                              \
     .weight_upload = plan_weight_upload, .matmul = plan_matmul, .matmul_add = plan_matmul_add,                     \

@@ -34,7 +34,7 @@ struct rg_grads {
 /* ---------------------------------------------------------------- training buffers */
 
 static size_t cache_floats(const rg_session *s) {
-  return (size_t)s->max_seqs * s->max_ctx * s->cfg.n_kv_heads * s->cfg.head_dim;
+  return (size_t)s->max_seqs * s->max_ctx * s->cache_kv_heads * s->cfg.head_dim;
 }
 
 int rg_session_train_alloc(rg_session *s) {
@@ -177,6 +177,14 @@ int rg_grads_download(const rg_grads *g, int i, float *out) {
   return rg_buf_download(g->s->be, g->bufs[i], 0, out, g->bufs[i]->n);
 }
 
+int rg_grads_allreduce(rg_grads *g, rg_comm *c) {
+  if (rg_backend_status(g->s->be) < 0) return rg_error_prefix("gradients");
+  for (int i = 0; i < g->n; i++)
+    if (rg_comm_allreduce_sum(c, g->bufs[i]->data, g->bufs[i]->n) < 0)
+      return rg_error_prefix("summing the gradient of %s over %d ranks", g->s->w->tensors[i]->name, rg_comm_size(c));
+  return 0;
+}
+
 /* ---------------------------------------------------------------- loss */
 
 int rg_session_loss_rows(const rg_session *s) { return s->train ? s->tr.n_logits : 0; }
@@ -244,7 +252,7 @@ static void lora_backward(rg_session *s, int l, const layer_g *G, int m, rg_buf 
                    s->tr.lora_du);
 }
 
-static void backward_layer(rg_session *s, int l, layer_g *G) {
+static int backward_layer(rg_session *s, int l, layer_g *G) {
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->w->lw[l];
   const layer_acts *A = &s->tr.saved[l];
@@ -279,10 +287,14 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
   rg_op_matmul_backward(be, t->datt, G->wo, NULL, dattn, A->att, n, w->wo);
   lora_backward(s, l, G, LORA_O, t->datt, dattn, A->att);
   rg_buf_zero(be, t->dq, 0, nq);
-  rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, s->k_cache[l], s->v_cache[l], &ad);
-  rg_buf_zero(be, t->dk, 0, nkv);
-  rg_buf_zero(be, t->dv, 0, nkv);
-  rg_op_kv_store_backward(be, t->dk, t->dv, t->dk_cache, t->dv_cache, &ad);
+  if (s->sp) {
+    if (rg_sp_attention_backward(s, l, t->dq, t->dk, t->dv, t->datt, A->q) < 0) return -1;
+  } else {
+    rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, s->k_cache[l], s->v_cache[l], &ad);
+    rg_buf_zero(be, t->dk, 0, nkv);
+    rg_buf_zero(be, t->dv, 0, nkv);
+    rg_op_kv_store_backward(be, t->dk, t->dv, t->dk_cache, t->dv_cache, &ad);
+  }
   rg_op_rope_backward(be, t->dq, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_op_rope_backward(be, t->dk, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_buf_zero(be, t->dxn, 0, nd);
@@ -297,6 +309,7 @@ static void backward_layer(rg_session *s, int l, layer_g *G) {
   /* the interventions at resid_pre: ablation is its own transpose, the
    * added vector is a constant */
   if (s->ablate_on) rg_op_ablate(be, t->dx, n, d, s->ablate_unit);
+  return 0;
 }
 
 int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
@@ -327,12 +340,12 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   static layer_g no_grads; /* all NULL: input gradient only */
   for (int l = c->n_layers - 1; l >= 0; l--) {
     if (s->recompute && rg_session_rerun_block(s, l) < 0) return rg_error_prefix("backward");
-    backward_layer(s, l, g ? &g->lg[l] : &no_grads);
+    if (backward_layer(s, l, g ? &g->lg[l] : &no_grads) < 0) return rg_error_prefix("backward");
   }
   /* A batch on top of cached tokens (input gradient only) left gradients
    * in the cache rows of those tokens, which kv_store_backward does not
    * read: zero them, so the cache-shaped buffers are zero again. */
-  const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+  const size_t kvd = (size_t)s->cache_kv_heads * c->head_dim;
   for (int q = 0; !t->whole && q < s->max_seqs; q++)
     if (t->prefix_len[q] > 0) {
       const size_t at = (size_t)q * s->max_ctx * kvd, len = (size_t)t->prefix_len[q] * kvd;

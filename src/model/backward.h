@@ -50,6 +50,11 @@ const rg_tensor *rg_grads_tensor(const rg_grads *g, int i);
 rg_buf *rg_grads_buf(const rg_grads *g, int i);
 int rg_grads_download(const rg_grads *g, int i, float *out);
 
+/* Sums every gradient over the ranks of C, in place (sequence parallelism:
+ * each rank's backward gives its tokens' share; data parallelism: each
+ * rank's micro-batch). Returns 0, or -1 with the error set. */
+int rg_grads_allreduce(rg_grads *g, rg_comm *c);
+
 /* The logit rows of the last eval of a training session (what a loss
  * reads: its targets, scale and losses have this many entries); 0 for an
  * inference session. */

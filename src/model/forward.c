@@ -49,7 +49,7 @@ static int alloc_buffers(rg_session *s) {
   s->k_cache = calloc((size_t)c->n_layers, sizeof *s->k_cache);
   s->v_cache = calloc((size_t)c->n_layers, sizeof *s->v_cache);
   if (!s->k_cache || !s->v_cache) return rg_error_set("session: out of memory");
-  const size_t cache = (size_t)s->max_seqs * s->max_ctx * kvd;
+  const size_t cache = (size_t)s->max_seqs * s->max_ctx * s->cache_kv_heads * c->head_dim;
   for (int l = 0; l < c->n_layers; l++)
     if (!(s->k_cache[l] = rg_buf_new(be, cache)) || !(s->v_cache[l] = rg_buf_new(be, cache)))
       return rg_error_prefix("KV cache for %d x %d tokens", s->max_seqs, s->max_ctx);
@@ -96,7 +96,14 @@ rg_session *rg_session_new(const rg_weights *w, int max_seqs, int max_ctx, const
   s->max_logits = o.max_logit_rows > 0 ? o.max_logit_rows : max_seqs;
   s->train = o.train;
   s->recompute = o.train && o.recompute;
-  if (alloc_buffers(s) < 0 || (s->train && rg_session_train_alloc(s) < 0)) {
+  if (o.sp && rg_comm_size(o.sp) > 1 && !o.train) {
+    free(s);
+    rg_error_set("session: sequence parallelism is for training sessions");
+    return NULL;
+  }
+  s->cache_kv_heads = s->cfg.n_kv_heads; /* rg_sp_alloc may divide it */
+  if ((o.sp && rg_comm_size(o.sp) > 1 && rg_sp_alloc(s, o.sp, o.sp_mode) < 0) || alloc_buffers(s) < 0 ||
+      (s->train && rg_session_train_alloc(s) < 0)) {
     rg_session_free(s);
     return NULL;
   }
@@ -107,6 +114,7 @@ void rg_session_free(rg_session *s) {
   if (!s) return;
   rg_backend *be = s->be;
   rg_session_train_free(s);
+  rg_sp_free(s);
   rg_buf *bufs[] = {s->a.x,    s->a.xn,     s->a.q,      s->a.k,         s->a.v,         s->a.att,
                     s->a.tmp,  s->a.gate,   s->a.up,     s->a.last,      s->a.logits,    s->a.losses,
                     s->a.hooked, s->a.lora_u, s->ablate_unit, s->actadd_vec};
@@ -154,7 +162,7 @@ void rg_session_truncate(rg_session *s, int seq, int len) {
 int rg_session_fork(rg_session *s, int src, int dst) {
   if (src < 0 || src >= s->max_seqs || dst < 0 || dst >= s->max_seqs || src == dst)
     return rg_error_set("session fork: sequences %d -> %d of %d", src, dst, s->max_seqs);
-  const size_t kvd = (size_t)s->cfg.n_kv_heads * s->cfg.head_dim, n = (size_t)s->seq_len[src] * kvd;
+  const size_t kvd = (size_t)s->cache_kv_heads * s->cfg.head_dim, n = (size_t)s->seq_len[src] * kvd;
   const size_t from = (size_t)src * s->max_ctx * kvd, to = (size_t)dst * s->max_ctx * kvd;
   for (int l = 0; l < s->cfg.n_layers; l++) {
     rg_buf_copy(s->be, s->k_cache[l], to, s->k_cache[l], from, n);
@@ -270,8 +278,12 @@ static int run_layer(rg_session *s, int l, int n, bool again) {
   rg_lora_forward(s->w, &w->lora[LORA_V], a->v, A.xn1, n, a->lora_u);
   rg_op_rope(be, A.q, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_op_rope(be, a->k, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
-  rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
-  rg_op_attention(be, A.att, A.q, s->k_cache[l], s->v_cache[l], &ad);
+  if (s->sp) {
+    if (rg_sp_attention(s, l, A.att, A.q, a->k, a->v, again) < 0) return -1;
+  } else {
+    rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
+    rg_op_attention(be, A.att, A.q, s->k_cache[l], s->v_cache[l], &ad);
+  }
   rg_op_matmul(be, a->tmp, A.att, n, w->wo, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_O], a->tmp, A.att, n, a->lora_u);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
@@ -308,12 +320,9 @@ static void record_batch(rg_session *s, const int *seq, int n, const int *logit_
   for (int i = n - 1; i >= 0; i--) t->prefix_len[seq[i]] = s->pos[i]; /* ends at each sequence's first token */
 }
 
-/* Validates a batch, assigns positions (each sequence continues from its
- * cached length), runs it through blocks FIRST.. (block FIRST's input is
- * X_IN when FIRST > 0, else the embeddings) and leaves the final-norm
- * logits of logit_rows in s->a.logits. Nothing is appended on error. */
-static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
-                        int first, const float *x_in) {
+/* Checks a batch of this rank: 0, or -1 with the error set. */
+static int validate_batch(const rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows,
+                          int n_logits) {
   const rg_config *c = &s->cfg;
   if (s->w->lora_rank > 0 && !s->a.lora_u)
     return rg_error_set("eval: the weights got LoRA adapters after this session was made; make a new session");
@@ -326,20 +335,46 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
     if (ids[i] < 0 || ids[i] >= c->vocab_size)
       return rg_error_set("eval: token id %d out of range [0, %d)", (int)ids[i], c->vocab_size);
   }
-  bool whole = true; /* every sequence starts in this batch (for backward) */
-  for (int i = 0; i < n; i++) whole = whole && s->seq_len[seq[i]] == 0;
+  for (int i = 0; i < n_logits; i++)
+    if (logit_rows[i] < 0 || logit_rows[i] >= n)
+      return rg_error_set("eval: logit row %d out of range [0, %d)", logit_rows[i], n);
+  return 0;
+}
+
+/* Gives the batch's tokens their positions (each sequence continues from
+ * its cached length; with sequence parallelism, after the tokens of the
+ * ranks before this one) or refuses it; VALID is this rank's own verdict.
+ * Returns 0, or -1 with the error set and nothing assigned. */
+static int assign_positions(rg_session *s, const int *seq, int n, bool valid) {
+  if (s->sp) return rg_sp_positions(s, seq, valid ? n : -1);
+  if (!valid) return -1;
   for (int i = 0; i < n; i++) s->pos[i] = s->seq_len[seq[i]]++;
   for (int i = 0; i < n; i++)
     if (s->pos[i] >= s->max_ctx) {
       for (int j = 0; j < n; j++) s->seq_len[seq[j]]--;
       return rg_error_set("eval: sequence %d would exceed max_ctx %d", seq[i], s->max_ctx);
     }
-  for (int i = 0; i < n_logits; i++)
-    if (logit_rows[i] < 0 || logit_rows[i] >= n) {
-      for (int j = 0; j < n; j++) s->seq_len[seq[j]]--;
-      return rg_error_set("eval: logit row %d out of range [0, %d)", logit_rows[i], n);
-    }
+  return 0;
+}
 
+/* Takes back the positions of a pass that failed. */
+static void unassign_positions(rg_session *s, const int *seq, int n) {
+  if (s->sp) rg_sp_unassign(s);
+  else
+    for (int j = 0; j < n; j++) s->seq_len[seq[j]]--;
+}
+
+/* Validates a batch, assigns positions, runs it through blocks FIRST..
+ * (block FIRST's input is X_IN when FIRST > 0, else the embeddings) and
+ * leaves the final-norm logits of logit_rows in s->a.logits. Nothing is
+ * appended on error. */
+static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n, const int *logit_rows, int n_logits,
+                        int first, const float *x_in) {
+  const rg_config *c = &s->cfg;
+  const bool valid = validate_batch(s, ids, seq, n, logit_rows, n_logits) == 0;
+  bool whole = true; /* every sequence starts in this batch (for backward) */
+  for (int i = 0; valid && i < n; i++) whole = whole && s->seq_len[seq[i]] == 0;
+  if (assign_positions(s, seq, n, valid) < 0) return -1;
   rg_backend *be = s->be;
   rg_batch_set(be, s->batch, ids, seq, s->pos, n);
   select_hooked_rows(s, seq, n);
@@ -356,7 +391,7 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
   }
   if (rc == 0) rc = rg_backend_status(be);
   if (rc < 0) { /* a failed pass leaves the cache as it was */
-    for (int j = 0; j < n; j++) s->seq_len[seq[j]]--;
+    unassign_positions(s, seq, n);
     return rg_error_prefix("eval");
   }
   return 0;

@@ -28,11 +28,27 @@
 #include <stdint.h>
 
 #include "model/backend.h"
+#include "model/comm.h"
 #include "model/hooks.h"
 #include "model/model.h"
 #include "model/weights.h"
 
 typedef struct rg_session rg_session;
+
+/* How attention runs when a batch is split over P ranks (sequence
+ * parallelism; ../shared/docs/parallelism.md §2). */
+typedef enum {
+  /* Ulysses where n_heads and n_kv_heads are multiples of P, else all-gather */
+  RG_SP_AUTO = 0,
+  /* DeepSpeed-Ulysses: all-to-alls trade sequence shards for head shards,
+   * each rank attends over the whole batch with 1/P of the heads and keeps
+   * 1/P of the KV cache; a session refuses heads not divisible by P */
+  RG_SP_ULYSSES,
+  /* all-gather KV (Llama 3's context parallelism): each rank attends with
+   * its own queries over every rank's keys and values; any head count,
+   * the whole KV cache on every rank */
+  RG_SP_ALLGATHER
+} rg_sp_mode;
 
 typedef struct {
   /* Most tokens one forward call computes at once (activation buffers are
@@ -56,6 +72,19 @@ typedef struct {
    * memory; the gradients are bitwise those without it (the same kernels
    * on the same inputs). */
   bool recompute;
+  /* Sequence parallelism (a training session): the ranks of SP (borrowed;
+   * NULL or one rank = none) each hold a contiguous part of every batch,
+   * its tokens in the batch's order, rank 0's first: rank r's rg_session_eval
+   * gets its part (any number of tokens, up to max_batch_tokens each) and
+   * every rank calls every eval, loss and backward together. Positions,
+   * attention and max_ctx are those of the whole batch; logit rows, losses,
+   * d_embed and the hooks' rows are this rank's. Parameter gradients are
+   * this rank's share: sum them over the ranks (rg_grads_allreduce), and
+   * weight the losses by counts over the whole batch. SP_MODE says how
+   * attention runs (rg_sp_mode; a session refuses RG_SP_ULYSSES for heads
+   * that P does not divide). */
+  rg_comm *sp;
+  rg_sp_mode sp_mode;
 } rg_session_opts;
 
 /* NULL with the error set (bad sizes, out of memory). */

@@ -3,6 +3,7 @@
 #ifndef RG_SESSION_INTERNAL_H
 #define RG_SESSION_INTERNAL_H
 
+#include "model/comm.h"
 #include "model/forward.h"
 #include "model/weights_internal.h"
 
@@ -48,6 +49,32 @@ typedef struct {
   bool have_dlogits;
 } train_state;
 
+/* Sequence parallelism (forward.h, rg_session_opts.sp): this rank holds a
+ * contiguous part of a batch whose tokens are split over the ranks of
+ * comm, in rank order. Every rank computes its own tokens' activations but
+ * attention's (sp_attention.c):
+ *  - Ulysses: all-to-alls trade this rank's tokens of every head for every
+ *    token of 1/P of the heads; the cache holds those heads only, and the
+ *    saved queries (layer_acts.q) are kept in that layout;
+ *  - all-gather KV: every rank gathers every rank's keys and values into
+ *    its cache and attends with its own queries. */
+typedef struct {
+  rg_comm *comm;          /* borrowed; size > 1 */
+  bool ulysses;
+  int *counts, *send, *recv; /* [P] each rank's tokens in this pass; per-rank float counts of a collective */
+  int first, total;       /* this rank's first token in the whole batch; its size */
+  int *seq, *pos;         /* [P * max_tokens] the whole batch's sequence ids and positions */
+  rg_batch *batch;        /* the same on the backend */
+  /* all-gather: [P * max_tokens, kv_dim] every rank's keys and values, then
+   * their gradients. Ulysses: [max_tokens, kv_dim] the batch's keys and
+   * values of this rank's heads, then their gradients */
+  rg_buf *k_all, *v_all;
+  /* Ulysses: the packed send and receive buffers [max_tokens, q_dim +
+   * 2 kv_dim], and attention's output, then dq, in the head layout
+   * [max_tokens, q_dim] */
+  rg_buf *sendbuf, *recvbuf, *heads;
+} sp_state;
+
 struct rg_session {
   const rg_model *m;
   rg_config cfg;
@@ -60,6 +87,8 @@ struct rg_session {
   bool train;
   bool recompute; /* rg_session_opts.recompute (train only) */
   train_state tr; /* used when train */
+  sp_state *sp;   /* NULL: the batch is this process's alone */
+  int cache_kv_heads; /* KV heads a cache slot holds: n_kv_heads, or n_kv_heads / P under Ulysses */
   /* interventions */
   rg_buf *ablate_unit, *actadd_vec;
   bool ablate_on, actadd_on;
@@ -82,6 +111,28 @@ struct rg_session {
 /* forward.c: runs block L of the last pass again (recompute), without its
  * interventions on the block input (already applied in place) or hooks. */
 int rg_session_rerun_block(rg_session *s, int l);
+
+/* sp_attention.c: sequence parallelism.
+ *  - alloc / free: the sp_state of a session made with opts.sp, attention
+ *    by MODE; alloc runs before the session's other buffers (it sets
+ *    cache_kv_heads);
+ *  - positions: gathers the whole batch's sequence ids (N of this rank's
+ *    tokens, or -1 when this rank refused its part) and gives every token
+ *    its position, as forward.c does in one process, into s->pos for this
+ *    rank's tokens; unassign takes them back;
+ *  - attention: block L's attention of the pass into ATT, from this rank's
+ *    q, k, v (after RoPE); under Ulysses q is left in the head layout the
+ *    backward reads. AGAIN: a recomputation, whose keys and values are
+ *    already in the cache;
+ *  - attention_backward: its gradient into this rank's dq (zero on entry),
+ *    dk and dv (overwritten). */
+int rg_sp_alloc(rg_session *s, rg_comm *comm, rg_sp_mode mode);
+void rg_sp_free(rg_session *s);
+int rg_sp_positions(rg_session *s, const int *seq, int n);
+void rg_sp_unassign(rg_session *s);
+int rg_sp_attention(rg_session *s, int l, rg_buf *att, rg_buf *q, const rg_buf *k, const rg_buf *v, bool again);
+int rg_sp_attention_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf *dv, const rg_buf *datt,
+                             const rg_buf *q);
 
 /* backward.c: allocates / frees the train_state of a training session. */
 int rg_session_train_alloc(rg_session *s);

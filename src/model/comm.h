@@ -1,0 +1,107 @@
+/* comm.h: the collectives that sequence parallelism needs, behind one small
+ * interface (as backend.h is for the math).
+ *
+ * A communicator is a group of ranks that each hold a part of a training
+ * batch. Today there are two: "self" (one rank; every collective is a
+ * copy) and "mpi" (an MPI communicator: ranks from mpirun). A GPU backend
+ * brings an NCCL one that fills the same table on device pointers.
+ *
+ * Conventions:
+ *  - Float arrays are in the memory of the backend the caller computes on:
+ *    host memory for the CPU backend (what the MPI communicator reads),
+ *    device memory for a device backend with its own communicator.
+ *  - Every collective is called by every rank of the group, in the same
+ *    order, with the same counts arrays.
+ *  - Results are deterministic for a fixed group size: reductions add the
+ *    ranks' contributions in one fixed order.
+ *  - Errors: a collective returns 0, or -1 with the error set. It fails
+ *    when it does not complete within the communicator's deadline (a rank
+ *    died or hangs): MPI cannot cancel a pending collective, so the
+ *    communicator is then broken, and rg_comm_free of a broken MPI
+ *    communicator ends the whole MPI job (MPI_Abort) rather than hang in
+ *    MPI_Finalize. mpirun names a rank that died (by exit or signal) and
+ *    stops the others itself; the deadline covers a rank that stays alive
+ *    but never arrives.
+ *
+ * Ownership: a communicator from rg_comm_mpi_world / rg_comm_split is the
+ * caller's to free (before MPI is finalized); rg_comm_self's is static.
+ */
+#ifndef RG_COMM_H
+#define RG_COMM_H
+
+#include <stddef.h>
+
+typedef struct rg_comm rg_comm;
+
+typedef struct rg_comm_iface {
+  const char *name;
+  void (*free)(rg_comm *c);
+  /* the ranks with the same COLOR, ordered by KEY (MPI_Comm_split) */
+  rg_comm *(*split)(rg_comm *c, int color, int key);
+  int (*allgather_int)(rg_comm *c, int *all, int mine);
+  int (*allgatherv_int)(rg_comm *c, int *all, const int *counts, const int *mine);
+  int (*allgatherv)(rg_comm *c, float *all, const int *counts, const float *mine);
+  int (*reduce_scatterv)(rg_comm *c, float *mine, const float *all, const int *counts);
+  int (*alltoallv)(rg_comm *c, float *recv, const int *recv_counts, const float *send, const int *send_counts);
+  int (*allreduce_sum)(rg_comm *c, float *x, size_t n);
+  int (*allreduce_sum_f64)(rg_comm *c, double *x, int n);
+} rg_comm_iface;
+
+struct rg_comm {
+  const rg_comm_iface *iface;
+  int rank, size;
+};
+
+/* The one-rank communicator (no MPI). */
+rg_comm *rg_comm_self(void);
+
+/* MPI's world (MPI_Init on first use, MPI_Finalize at exit). Each
+ * collective waits at most TIMEOUT_S seconds (<= 0: 600). NULL with the
+ * error set (MPI failed to start). */
+rg_comm *rg_comm_mpi_world(double timeout_s);
+
+/* Splits WORLD into groups of GROUP consecutive ranks (a sequence-parallel
+ * group: ranks g*GROUP .. g*GROUP+GROUP-1) and, in *across, the ranks with
+ * the same place in every group (a data-parallel group; across may be
+ * NULL). GROUP must divide the world's size. NULL with the error set. */
+rg_comm *rg_comm_split(rg_comm *world, int group, rg_comm **across);
+
+static inline void rg_comm_free(rg_comm *c) {
+  if (c) c->iface->free(c);
+}
+static inline int rg_comm_rank(const rg_comm *c) { return c->rank; }
+static inline int rg_comm_size(const rg_comm *c) { return c->size; }
+
+/* all[r] = rank r's MINE. */
+static inline int rg_comm_allgather_int(rg_comm *c, int *all, int mine) {
+  return c->iface->allgather_int(c, all, mine);
+}
+/* ALL = the ranks' MINE arrays concatenated in rank order; rank r gives
+ * counts[r] ints. */
+static inline int rg_comm_allgatherv_int(rg_comm *c, int *all, const int *counts, const int *mine) {
+  return c->iface->allgatherv_int(c, all, counts, mine);
+}
+/* The same for floats. */
+static inline int rg_comm_allgatherv(rg_comm *c, float *all, const int *counts, const float *mine) {
+  return c->iface->allgatherv(c, all, counts, mine);
+}
+/* The transpose of allgatherv: ALL is a concatenation of per-rank blocks
+ * (counts[r] floats each) on every rank; rank r's MINE becomes the sum over
+ * ranks of block r. */
+static inline int rg_comm_reduce_scatterv(rg_comm *c, float *mine, const float *all, const int *counts) {
+  return c->iface->reduce_scatterv(c, mine, all, counts);
+}
+/* SEND is a concatenation of per-rank blocks, send_counts[r] floats for
+ * rank r; RECV becomes the concatenation, in rank order, of the blocks the
+ * ranks sent to this one (recv_counts[r] floats from rank r). */
+static inline int rg_comm_alltoallv(rg_comm *c, float *recv, const int *recv_counts, const float *send,
+                                    const int *send_counts) {
+  return c->iface->alltoallv(c, recv, recv_counts, send, send_counts);
+}
+/* x = the sum over ranks of x, in place (n floats). */
+static inline int rg_comm_allreduce_sum(rg_comm *c, float *x, size_t n) { return c->iface->allreduce_sum(c, x, n); }
+static inline int rg_comm_allreduce_sum_f64(rg_comm *c, double *x, int n) {
+  return c->iface->allreduce_sum_f64(c, x, n);
+}
+
+#endif
