@@ -1,6 +1,7 @@
-/* test_recompute: a training session that recomputes each block's
- * activations in the backward pass (rg_session_opts.recompute, gradient
- * checkpointing) gives bitwise the gradients of one that keeps them all.
+/* test_recompute: a training session that recomputes block activations in
+ * the backward pass (rg_session_opts.recompute, gradient checkpointing:
+ * each block from its input, or all but attention) gives bitwise the
+ * gradients of one that keeps them all.
  *
  * Bitwise, not within a tolerance: the recomputation runs the same kernels
  * on the same block inputs with the same thread count, so any difference is
@@ -29,7 +30,8 @@ static float urand(uint64_t *r) { return (float)((double)(rg_splitmix64(r) >> 11
 /* One CE loss over every next-token row of a fixed two-sequence batch, on a
  * new session (*out): the parameter gradients into a new rg_grads
  * (returned) and the input-embedding gradient into d_embed[B*T*d]. */
-static rg_grads *gradients(rg_weights *w, bool recompute, const rg_intervention *iv, float *d_embed, rg_session **out) {
+static rg_grads *gradients(rg_weights *w, rg_recompute recompute, const rg_intervention *iv, float *d_embed,
+                           rg_session **out) {
   rg_session_opts so = {.max_batch_tokens = B * T, .max_logit_rows = B * (T - 1), .train = true, .recompute = recompute};
   rg_session *s = rg_session_new(w, B, T, &so);
   if (!s) fail_msg("%s", rg_error_get());
@@ -52,12 +54,13 @@ static rg_grads *gradients(rg_weights *w, bool recompute, const rg_intervention 
   return g;
 }
 
-/* Compares every parameter gradient and the input gradients bitwise. */
-static void compare(rg_weights *w, const rg_intervention *iv, const char *what) {
+/* Compares every parameter gradient and the input gradients of POLICY
+ * with those of a session that keeps everything, bitwise. */
+static void compare_policy(rg_weights *w, const rg_intervention *iv, const char *what, rg_recompute policy) {
   const int d = rg_weights_model(w)->cfg.d_model;
   float *e1 = malloc((size_t)B * T * d * sizeof *e1), *e2 = malloc((size_t)B * T * d * sizeof *e2);
   rg_session *s1, *s2;
-  rg_grads *g1 = gradients(w, false, iv, e1, &s1), *g2 = gradients(w, true, iv, e2, &s2);
+  rg_grads *g1 = gradients(w, RG_RECOMPUTE_NONE, iv, e1, &s1), *g2 = gradients(w, policy, iv, e2, &s2);
   assert_int_equal(rg_grads_count(g1), rg_grads_count(g2));
   size_t nonzero = 0, total = 0;
   for (int i = 0; i < rg_grads_count(g1); i++) {
@@ -72,13 +75,19 @@ static void compare(rg_weights *w, const rg_intervention *iv, const char *what) 
   }
   if (memcmp(e1, e2, (size_t)B * T * d * sizeof *e1) != 0) fail_msg("%s: the input-embedding gradient differs", what);
   if (nonzero < total / 2) fail_msg("%s: only %zu of %zu gradient values are nonzero", what, nonzero, total);
-  print_message("%s: %d gradients (%zu values, %zu nonzero) and the input gradient bitwise equal\n", what,
-                rg_grads_count(g1), total, nonzero);
+  print_message("%s, %s: %d gradients (%zu values, %zu nonzero) and the input gradient bitwise equal\n", what,
+                policy == RG_RECOMPUTE_FULL ? "recompute full" : "recompute all but attention", rg_grads_count(g1),
+                total, nonzero);
   free(e1), free(e2);
   rg_grads_free(g1); /* a session's gradients go first */
   rg_grads_free(g2);
   rg_session_free(s1);
   rg_session_free(s2);
+}
+
+static void compare(rg_weights *w, const rg_intervention *iv, const char *what) {
+  compare_policy(w, iv, what, RG_RECOMPUTE_FULL);
+  compare_policy(w, iv, what, RG_RECOMPUTE_MATMULS);
 }
 
 static void test_recompute_bitwise(void **state) {

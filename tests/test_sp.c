@@ -10,9 +10,9 @@
  * count of valid targets over the whole batch, and each rank's targets are
  * the next tokens of the whole batch (shifted, then sliced). Both attention
  * modes run (forward.h rg_sp_mode: Ulysses where the heads divide over the
- * ranks, all-gather KV always), plain and with recompute. Checked within
- * 1e-5 relative (max-norm of the difference over that of the reference,
- * per tensor):
+ * ranks, all-gather KV always), plain and with both recompute policies
+ * (rg_recompute). Checked within 1e-5 relative (max-norm of the
+ * difference over that of the reference, per tensor):
  *  - attention forward: every block's attn_out (o_proj of the attention,
  *    hooked) on this rank's rows, against the same rows of the reference;
  *  - the loss (summed over ranks), every parameter gradient (summed over
@@ -158,7 +158,7 @@ typedef struct {
   rg_grads *g;
 } trainer;
 
-static trainer open_trainer(rg_weights *w, rg_comm *sp, rg_sp_mode mode, int max_tokens, bool recompute) {
+static trainer open_trainer(rg_weights *w, rg_comm *sp, rg_sp_mode mode, int max_tokens, rg_recompute recompute) {
   const rg_session_opts so = {.max_batch_tokens = max_tokens, .max_logit_rows = max_tokens, .train = true,
                               .recompute = recompute, .sp = sp, .sp_mode = mode};
   trainer t = {.s = rg_session_new(w, NSEQ, MAX_CTX, &so)};
@@ -186,10 +186,12 @@ static double agreed(double worst) {
   return m;
 }
 
+static const char *const RECOMPUTE_NAME[] = {"", ", recompute full", ", recompute all but attention"};
+
 static const char *mode_name(rg_sp_mode mode) { return mode == RG_SP_ULYSSES ? "Ulysses" : "all-gather KV"; }
 
 /* One pass, SP against the whole batch alone, on fresh sessions. */
-static void check_pass(rg_weights *w, const char *what, rg_sp_mode mode, bool recompute) {
+static void check_pass(rg_weights *w, const char *what, rg_sp_mode mode, rg_recompute recompute) {
   const rg_model *m = rg_weights_model(w);
   const int d = m->cfg.d_model, L = m->cfg.n_layers;
   batch b;
@@ -197,7 +199,7 @@ static void check_pass(rg_weights *w, const char *what, rg_sp_mode mode, bool re
   int first, n;
   my_part(world, &first, &n);
   /* the reference: the whole batch in one process (the self communicator) */
-  trainer ref = open_trainer(w, NULL, RG_SP_AUTO, TOTAL, false);
+  trainer ref = open_trainer(w, NULL, RG_SP_AUTO, TOTAL, RG_RECOMPUTE_NONE);
   attn_capture ac_ref = {.rows = calloc((size_t)L * TOTAL * d, sizeof(float)), .d = d};
   float *de_ref = malloc((size_t)TOTAL * d * sizeof *de_ref);
   double loss_ref;
@@ -223,7 +225,7 @@ static void check_pass(rg_weights *w, const char *what, rg_sp_mode mode, bool re
   if (rg_comm_rank(world) == 0)
     print_message("%s, %d ranks, %s%s: loss %.9g, relative errors: loss %.2e, attn_out %.2e, gradients %.2e (%d "
                   "tensors), input gradient %.2e\n",
-                  what, rg_comm_size(world), mode_name(mode), recompute ? ", recompute" : "", loss_ref, e_loss, e_attn, e_grad,
+                  what, rg_comm_size(world), mode_name(mode), RECOMPUTE_NAME[recompute], loss_ref, e_loss, e_attn, e_grad,
                   rg_grads_count(ref.g), e_embed);
   assert_true(e_loss <= TOL);
   assert_true(e_attn <= TOL);
@@ -255,7 +257,7 @@ static void train_steps(rg_weights *w, rg_comm *comm, rg_sp_mode mode, double *l
   make_batch(&b, rg_weights_model(w)->cfg.vocab_size);
   int first = 0, n = TOTAL;
   if (comm != rg_comm_self()) my_part(comm, &first, &n);
-  trainer t = open_trainer(w, comm == rg_comm_self() ? NULL : comm, mode, n + 1, false);
+  trainer t = open_trainer(w, comm == rg_comm_self() ? NULL : comm, mode, n + 1, RG_RECOMPUTE_NONE);
   rg_adamw_hparams h = rg_adamw_defaults();
   rg_optimizer *o = rg_optimizer_new(w, t.g, &h);
   if (!o) fail_msg("%s", rg_error_get());
@@ -287,8 +289,7 @@ static void check_model(rg_model *m, const char *what, bool steps) {
       continue;
     }
     rg_weights *w = trainable(m);
-    check_pass(w, what, mode, false);
-    check_pass(w, what, mode, true);
+    for (int r = RG_RECOMPUTE_NONE; r <= RG_RECOMPUTE_MATMULS; r++) check_pass(w, what, mode, (rg_recompute)r);
     rg_weights_free(w);
     if (!steps) continue;
     double l_ref[STEPS], l_sp[STEPS];
@@ -390,7 +391,7 @@ static void test_smollm2(void **state) {
   rg_model *m = rg_model_load(path);
   if (!m) fail_msg("%s", rg_error_get());
   rg_weights *w = trainable(m);
-  check_pass(w, "SmolLM2-135M", RG_SP_AUTO, false); /* 9 / 3 heads: all-gather KV on 2 and 4 ranks */
+  check_pass(w, "SmolLM2-135M", RG_SP_AUTO, RG_RECOMPUTE_NONE); /* 9 / 3 heads: all-gather KV on 2 and 4 ranks */
   rg_weights_free(w);
   rg_model_free(m);
 }
@@ -415,7 +416,7 @@ static void test_refusals(void **state) {
     if (!fits) assert_non_null(strstr(rg_error_get(), "not multiples of"));
     rg_session_free(s);
   }
-  trainer t = open_trainer(w, world, RG_SP_AUTO, TOTAL, false);
+  trainer t = open_trainer(w, world, RG_SP_AUTO, TOTAL, RG_RECOMPUTE_NONE);
   int32_t ids[2] = {1, rg_comm_rank(world) == P - 1 ? 100000 : 2};
   int seq[2] = {0, 0}, rows[2] = {0, 1};
   const int rc = rg_session_eval(t.s, ids, seq, 2, rows, 2, NULL);
@@ -435,7 +436,7 @@ static void test_refusals(void **state) {
 static int lose_rank(int lost, bool stall) {
   rg_model *m = rg_model_load(tiny_llama);
   rg_weights *w = trainable(m);
-  trainer t = open_trainer(w, world, RG_SP_AUTO, TOTAL, false);
+  trainer t = open_trainer(w, world, RG_SP_AUTO, TOTAL, RG_RECOMPUTE_NONE);
   batch b;
   make_batch(&b, m->cfg.vocab_size);
   int first, n, rows[TOTAL];

@@ -161,7 +161,8 @@ static void test_smollm2_plan(void **state) {
   assert_int_equal(case_tokens, 192);
   rg_train_plan p = {0};
   assert_int_equal(rg_train_plan_device(&p, "cpu"), 0);
-  assert_int_equal(rg_trainer_plan(&c, &p), 0);
+  char note[256];
+  assert_int_equal(rg_trainer_plan(&c, &p, note, sizeof note), 0);
   rg_train_config_free(&c);
 
   const size_t params = (size_t)SMOLLM2_PARAMS * sizeof(float);

@@ -60,7 +60,9 @@ static bool is_own_switch(const char *a) {
 
 static int plan(rg_train_config *cfg, const char *device, bool json) {
   rg_train_plan p = {0};
-  if (rg_train_plan_device(&p, device) < 0 || rg_trainer_plan(cfg, &p) < 0) return -1;
+  char note[256];
+  if (rg_train_plan_device(&p, device) < 0 || rg_trainer_plan(cfg, &p, note, sizeof note) < 0) return -1;
+  if (note[0] && !json) printf("%s\n", note);
   rg_train_plan_print(&p, stdout, json);
   return 0;
 }

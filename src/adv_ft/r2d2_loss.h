@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "model/comm.h"
 #include "model/forward.h"
 
 typedef enum { RG_R2D2_UTILITY, RG_R2D2_AWAY, RG_R2D2_TOWARD } rg_r2d2_kind;
@@ -29,6 +30,12 @@ typedef enum { RG_R2D2_UTILITY, RG_R2D2_AWAY, RG_R2D2_TOWARD } rg_r2d2_kind;
 typedef struct {
   float w_utility, w_away, w_toward; /* the loss weights */
   float away_log_p_min;              /* the away threshold on log p */
+  /* NULL: the rows are the whole batch's. Otherwise they are this rank's
+   * part of a batch split over the ranks of SP (sequence parallelism,
+   * forward.h): each kind's row count, and so every row's weight and the
+   * per-kind means, are the whole batch's (summed over the ranks), and a
+   * rank may hold no rows at all. */
+  rg_comm *sp;
 } rg_r2d2_loss_opts;
 
 /* HarmBench's constants: weights 1, 0.5, 0.5 (ATU:1281), threshold -5

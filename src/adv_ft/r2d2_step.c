@@ -48,7 +48,8 @@ int rg_r2d2_refresh(rg_r2d2_step *s, rg_r2d2_case *c, const rg_gcg_opts *o, doub
   const rg_gcg_case layout = {.n = q.n, .suffix_start = q.suffix_start, .n_suffix = q.n_suffix, .n_target = q.n - q.target_start};
   float *losses = malloc((size_t)o->steps * sizeof *losses);
   int n_steps = 0;
-  int rc = losses ? rg_gcg_run(s->train, s->cand, s->disallowed, q.ids, &layout, o, losses, &n_steps, NULL)
+  rg_session *grad = s->gcg_train ? s->gcg_train : s->train;
+  int rc = losses ? rg_gcg_run(grad, s->cand, s->disallowed, q.ids, &layout, o, losses, &n_steps, NULL)
                   : rg_error_set("out of memory");
   if (rc == 0) {
     memcpy(c->suffix, q.ids + q.suffix_start, (size_t)c->n_suffix * sizeof *c->suffix);
@@ -82,6 +83,21 @@ static int add_example(rg_r2d2_step *s, batch_fill *b, const int32_t *ids, int n
   return 0;
 }
 
+/* Every rank must have built the same batch (the same data, draws and GCG
+ * suffixes): a sum over the ranks of its ids, compared with each rank's
+ * own times the ranks, tells. A mismatch would train on a batch no rank
+ * built. Returns 0, or -1 with the error set. */
+static int same_batch(rg_comm *c, const int32_t *ids, int n) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the ids */
+  for (int i = 0; i < n; i++) h = (h ^ (uint32_t)ids[i]) * 1099511628211ull;
+  double mine[2] = {(double)(h >> 40), (double)(h & 0xffffffffffull)}, all[2] = {mine[0], mine[1]};
+  if (rg_comm_allreduce_sum_f64(c, all, 2) < 0) return rg_error_prefix("comparing the ranks' batches");
+  const int P = rg_comm_size(c);
+  if (all[0] != mine[0] * P || all[1] != mine[1] * P)
+    return rg_error_set("rank %d built a batch that differs from another rank's", rg_comm_rank(c));
+  return 0;
+}
+
 int rg_r2d2_accumulate(rg_r2d2_step *s, const rg_r2d2_case *cases, int n_cases, const rg_utility_example *const *utility,
                        int n_utility, const rg_r2d2_loss_opts *lo, rg_grads *g, rg_r2d2_losses *out, int *n_tokens) {
   batch_fill b = {0};
@@ -96,8 +112,22 @@ int rg_r2d2_accumulate(rg_r2d2_step *s, const rg_r2d2_case *cases, int n_cases, 
   for (int i = 0; i < n_utility; i++)
     if (add_example(s, &b, utility[i]->ids, utility[i]->n, utility[i]->label_from, RG_R2D2_UTILITY) < 0) return -1;
   rg_session_reset(s->train);
-  if (rg_session_eval(s->train, s->ids, s->seq, b.n_tokens, s->rows, b.n_rows, NULL) < 0 ||
-      rg_r2d2_loss(s->train, lo, s->kinds, s->targets, b.n_rows, out) < 0 || rg_session_backward(s->train, g, NULL) < 0)
+  /* this rank's part of the batch: its tokens, and the rows among them */
+  int first = 0, n = b.n_tokens, r0 = 0, nr = b.n_rows;
+  rg_r2d2_loss_opts o = *lo;
+  if (s->sp) {
+    const int P = rg_comm_size(s->sp), me = rg_comm_rank(s->sp);
+    if (b.n_tokens < P) return rg_error_set("a micro-batch of %d tokens split over %d ranks", b.n_tokens, P);
+    if (same_batch(s->sp, s->ids, b.n_tokens) < 0) return -1;
+    first = (int)((long)b.n_tokens * me / P);
+    n = (int)((long)b.n_tokens * (me + 1) / P) - first;
+    while (r0 < b.n_rows && s->rows[r0] < first) r0++; /* rows are in token order */
+    for (nr = 0; r0 + nr < b.n_rows && s->rows[r0 + nr] < first + n; nr++) s->rows[r0 + nr] -= first;
+    o.sp = s->sp;
+  }
+  if (rg_session_eval(s->train, s->ids + first, s->seq + first, n, s->rows + r0, nr, NULL) < 0 ||
+      rg_r2d2_loss(s->train, &o, s->kinds + r0, s->targets + r0, nr, out) < 0 ||
+      rg_session_backward(s->train, g, NULL) < 0)
     return -1;
   if (n_tokens) *n_tokens = b.n_tokens;
   return 0;

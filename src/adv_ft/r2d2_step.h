@@ -31,7 +31,11 @@
 typedef struct {
   const rg_model *m;
   const rg_test_case_frame *frame;
-  rg_session *train;               /* the batch; GCG's token gradient */
+  rg_session *train;               /* the batch; GCG's token gradient unless gcg_train */
+  rg_session *gcg_train;           /* GCG's token gradient (NULL: train); a session of this process alone */
+  /* NULL, or the ranks train's batches are split over (sequence
+   * parallelism): every rank builds the whole batch and evaluates its part */
+  rg_comm *sp;
   rg_session *cand;                /* GCG's candidate losses (NULL: no GCG) */
   const unsigned char *disallowed; /* rg_gcg_disallowed_tokens */
   const char *refusal;             /* the toward target */

@@ -37,8 +37,14 @@ static const key_def KEYS[] = {
     {"model", "lora_alpha", K_DBL, F(lora_alpha), "16", 1e-30, NULL, "LoRA alpha; the scale is alpha / rank"},
     {"model", "lora_targets", K_STR, F(lora_targets), "q,k,v,o", 0, NULL, "modules with adapters, among q k v o gate up down"},
     {"model", "threads", K_INT, F(threads), "0", 0, NULL, "CPU threads; 0: all cores"},
-    {"model", "recompute", K_INT, F(recompute), "0", 0, NULL,
-     "1: recompute each block's activations in the backward (gradient checkpointing; HarmBench: on)"},
+    {"model", "recompute", K_INT, F(recompute), "auto", 0, "auto",
+     "what the backward recomputes (gradient checkpointing): 0 nothing; 1 each block from its input (HarmBench: "
+     "on); 2 all but attention (keeps the queries and attention's output); auto: the least that fits this "
+     "machine's memory per rank (refgeo)"},
+    {"model", "sp", K_INT, F(sp), "1", 1, NULL,
+     "refgeo: ranks each micro-batch's tokens are split over (sequence parallelism; run under mpirun -np SP)"},
+    {"model", "sp_attention", K_STR, F(sp_attention), "auto", 0, "auto|ulysses|allgather",
+     "refgeo: attention over the ranks: Ulysses where the heads divide, else all-gather KV (auto)"},
     {"model", "checkpoint_dtype", K_STR, F(checkpoint_dtype), "bf16", 0, "bf16|f32", "dtype of checkpoint weights"},
     {"optim", "lr", K_DBL, F(lr), "2e-5", 0, NULL, "peak learning rate"},
     {"optim", "warmup", K_INT, F(warmup), "0", 0, NULL, "updates of linear warmup"},
@@ -135,6 +141,10 @@ static int set_key(rg_train_config *c, const key_def *k, const char *value) {
   switch (k->kind) {
   case K_INT: {
     int v;
+    if (k->choices && strcmp(k->choices, "auto") == 0 && strcmp(value, "auto") == 0) { /* stored as -1 */
+      *(int *)dst = -1;
+      return 0;
+    }
     if (parse_int(value, &v) < 0) return rg_error_set("%s: \"%s\" is not an integer", k->name, value);
     if (v < k->min) return rg_error_set("%s: %d is below %g", k->name, v, k->min);
     *(int *)dst = v;
@@ -342,7 +352,7 @@ int rg_train_config_check(rg_train_config *c) {
   if (c->cases_per_step > c->pool_size)
     return rg_error_set("cases_per_step: %d is more than pool_size %d", c->cases_per_step, c->pool_size);
   if (c->reset_fraction > 1) return rg_error_set("reset_fraction: %g is above 1", c->reset_fraction);
-  if (c->recompute > 1) return rg_error_set("recompute: %d is not 0 or 1", c->recompute);
+  if (c->recompute > 2) return rg_error_set("recompute: %d is not 0, 1 or 2", c->recompute);
   if (c->beta1 >= 1 || c->beta2 >= 1) return rg_error_set("beta1, beta2: must be below 1");
   if (strcmp(c->refusal_target, "") == 0) return rg_error_set("refusal_target: empty");
   return 0;
@@ -355,7 +365,10 @@ int rg_train_config_write(const rg_train_config *c, FILE *fp) {
     if (strcmp(section, k->section) != 0) fprintf(fp, "%s[%s]\n", i ? "\n" : "", section = k->section);
     const void *v = (const char *)c + k->offset;
     switch (k->kind) {
-    case K_INT: fprintf(fp, "%s = %d\n", k->name, *(const int *)v); break;
+    case K_INT:
+      if (k->choices && *(const int *)v == -1) fprintf(fp, "%s = auto\n", k->name);
+      else fprintf(fp, "%s = %d\n", k->name, *(const int *)v);
+      break;
     case K_DBL: fprintf(fp, "%s = %.17g\n", k->name, *(const double *)v); break;
     case K_STR: {
       const char *str = *(char *const *)v ? *(char *const *)v : "";
@@ -385,7 +398,9 @@ int rg_train_config_write(const rg_train_config *c, FILE *fp) {
 const char *rg_train_config_diff(const rg_train_config *a, const rg_train_config *b) {
   for (int i = 0; i < N_KEYS; i++) {
     const key_def *k = &KEYS[i];
-    if (strcmp(k->name, "threads") == 0) continue;
+    /* the threads, and the recompute policy (the gradients are bitwise
+     * the same under every one, test_recompute), may change on resume */
+    if (strcmp(k->name, "threads") == 0 || strcmp(k->name, "recompute") == 0) continue;
     const void *x = (const char *)a + k->offset, *y = (const char *)b + k->offset;
     bool same = true;
     switch (k->kind) {

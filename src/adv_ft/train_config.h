@@ -37,7 +37,9 @@ typedef struct {
   double lora_alpha;
   char *lora_targets;   /* "q,k,v,o" among q k v o gate up down */
   int threads;          /* 0 = all cores */
-  int recompute;        /* 1: recompute block activations in the backward (gradient checkpointing) */
+  int recompute;        /* rg_recompute: 0 none, 1 full (gradient checkpointing), 2 all but attention; -1 auto */
+  int sp;               /* ranks a micro-batch is split over (sequence parallelism) */
+  char *sp_attention;   /* "auto", "ulysses" or "allgather" (forward.h rg_sp_mode) */
   char *checkpoint_dtype; /* "bf16" or "f32" */
   /* [optim] */
   double lr;

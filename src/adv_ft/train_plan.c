@@ -8,6 +8,7 @@
 
 #include "adv_ft/adamw.h"
 #include "model/backend_plan.h"
+#include "model/comm.h"
 #include "model/model_shapes.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -87,7 +88,7 @@ static size_t gcg_host_bytes(const rg_train_config *c, const rg_config *m) {
 }
 
 int rg_train_plan_fill(rg_train_plan *p, const rg_train_config *c, rg_weights *w, const rg_session *train,
-                       const rg_session *cand, const rg_grads *g) {
+                       const rg_session *cand, const rg_session *gcg_grad, const rg_grads *g) {
   rg_backend *be = rg_weights_backend(w);
   if (!rg_backend_is_plan(be)) return rg_error_set("plan: the weights are not on a plan backend");
   const rg_model *m = rg_weights_model(w);
@@ -104,17 +105,22 @@ int rg_train_plan_fill(rg_train_plan *p, const rg_train_config *c, rg_weights *w
   p->moments = p->counted[RG_PLAN_TAG_OPTIMIZER];
   rg_session_memory(train, &p->train);
   if (cand) rg_session_memory(cand, &p->cand);
-  p->backend_total = p->frozen + p->params + p->weights_other + p->grads + p->moments + p->train.backend + p->cand.backend;
-  p->host_sessions = p->train.host + p->cand.host;
+  if (gcg_grad) rg_session_memory(gcg_grad, &p->gcg_grad);
+  p->sp = c->sp;
+  p->recompute = c->recompute;
+  p->backend_total = p->frozen + p->params + p->weights_other + p->grads + p->moments + p->train.backend +
+                     p->cand.backend + p->gcg_grad.backend;
+  p->host_sessions = p->train.host + p->cand.host + p->gcg_grad.host;
   const size_t tokens = (size_t)rg_session_max_batch_tokens(train);
   /* r2d2_step.h's five per-token arrays, r2d2_loss.c's scale and losses
    * per logit row, the disallowed-token mask */
   p->host_trainer = tokens * (5 * sizeof(int32_t) + 2 * sizeof(float)) + (size_t)m->cfg.vocab_size;
   p->host_gcg = gcg_host_bytes(c, &m->cfg);
+  p->host_comm = c->sp > 1 ? (size_t)RG_COMM_PIECE_FLOATS * sizeof(float) : 0;
   p->file_map = 0;
   for (int i = 0; !p->gpu && i < rg_weights_export_count(w); i++) p->file_map += rg_weights_export_tensor(w, i)->nbytes;
   p->total = p->backend_total;
-  if (!p->gpu) p->total += p->host_sessions + p->host_trainer + p->host_gcg + p->file_map + p->baseline;
+  if (!p->gpu) p->total += p->host_sessions + p->host_trainer + p->host_gcg + p->host_comm + p->file_map + p->baseline;
   return 0;
 }
 
@@ -168,15 +174,19 @@ static void print_json(const rg_train_plan *p, FILE *out) {
            {"gcg_session", p->cand.backend},
            {"gcg_session_logits", p->cand.logits},
            {"gcg_session_kv_cache", p->cand.kv_cache},
+           {"gcg_gradient_session", p->gcg_grad.backend},
            {"device_total", p->backend_total},
            {"host_sessions", p->host_sessions},
            {"host_trainer", p->host_trainer},
            {"host_gcg", p->host_gcg},
+           {"host_comm", p->host_comm},
            {"file_map", p->file_map},
            {"baseline", p->baseline},
            {"total", p->total}};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cJSON_AddNumberToObject(o, f[i].key, (double)f[i].v);
   cJSON_AddNumberToObject(o, "layers", p->n_layers);
+  cJSON_AddNumberToObject(o, "sp", p->sp);
+  cJSON_AddNumberToObject(o, "recompute", p->recompute);
   cJSON_AddBoolToObject(o, "fits", (double)p->total <= p->capacity);
   char *text = cJSON_PrintUnformatted(o);
   if (text) fprintf(out, "%s\n", text);
@@ -189,8 +199,11 @@ void rg_train_plan_print(const rg_train_plan *p, FILE *out, bool json) {
     print_json(p, out);
     return;
   }
-  fprintf(out, "memory plan: %s, mode %s%s, on %s (%.1f GiB)\n", p->model, p->mode,
+  fprintf(out, "memory plan: %s, mode %s%s, on %s (%.1f GiB)", p->model, p->mode,
           p->shapes_only ? " (shapes from config.json)" : "", p->device, p->capacity / GIB);
+  fprintf(out, ", recompute %d", p->recompute);
+  if (p->sp > 1) fprintf(out, ", one of %d sequence-parallel ranks", p->sp);
+  fputc('\n', out);
   fprintf(out, "  %-52s %16s %10s\n", p->gpu ? "device memory" : "backend memory (host RAM)", "bytes", "GiB");
   row(out, strcmp(p->mode, "lora") == 0 ? "parameters (LoRA adapters, float32)" : "parameters (float32)", p->params);
   row(out, p->gpu ? "frozen base weights (file dtype)" : "frozen base weights (own copies)", p->frozen);
@@ -198,12 +211,14 @@ void rg_train_plan_print(const rg_train_plan *p, FILE *out, bool json) {
   row(out, "optimizer state (AdamW m and v, float32)", p->moments);
   session_rows(out, "training", &p->train, p->n_layers);
   if (p->cand.backend) session_rows(out, "GCG candidates", &p->cand, p->n_layers);
+  if (p->gcg_grad.backend) row(out, "GCG token gradient (this rank's own session)", p->gcg_grad.backend);
   row(out, p->gpu ? "RoPE frequencies" : "RoPE frequencies, dequantization tiles", p->weights_other);
   row(out, p->gpu ? "device total" : "backend total", p->backend_total);
   fprintf(out, "  host memory%s\n", p->gpu ? " (not counted against the device)" : "");
   row(out, "sessions' host arrays", p->host_sessions);
   row(out, "trainer's batch arrays and token mask", p->host_trainer);
   row(out, "GCG buffers (token gradient [suffix, vocab], ...)", p->host_gcg);
+  if (p->host_comm) row(out, "MPI scratch of one all-reduce piece", p->host_comm);
   if (!p->gpu) {
     row(out, "model file pages (mmap)", p->file_map);
     row(out, "process before the model loads (measured RSS)", p->baseline);

@@ -57,11 +57,15 @@ typedef struct {
   size_t grads;
   size_t moments;   /* AdamW m and v */
   rg_session_bytes train, cand; /* cand all 0 without GCG */
+  rg_session_bytes gcg_grad;    /* with sequence parallelism: GCG's own token-gradient session (else all 0) */
+  int sp;                       /* ranks a micro-batch is split over: the figures are one rank's */
+  int recompute;                /* the recompute policy planned (rg_recompute) */
   size_t backend_total;
   /* host memory */
   size_t host_sessions; /* both sessions' host arrays */
   size_t host_trainer;  /* the trainer's batch arrays, loss scratch, disallowed-token mask */
   size_t host_gcg;      /* GCG's per-call buffers (gcg.c) */
+  size_t host_comm;     /* sequence parallelism: MPI's scratch for one all-reduce piece (comm.h) */
   size_t file_map;      /* the model's tensors in the file map (cpu) */
   size_t baseline;      /* this process's RSS before the model loaded (cpu) */
   size_t total;         /* what is counted against capacity */
@@ -80,9 +84,9 @@ int rg_train_plan_device(rg_train_plan *p, const char *device);
 rg_model *rg_train_plan_model(rg_train_plan *p, const char *path);
 
 /* Fills P's figures from the trainer's opened objects (on a plan backend;
- * CAND may be NULL). Returns 0 or -1 with the error set. */
+ * CAND and GCG_GRAD may be NULL). Returns 0 or -1 with the error set. */
 int rg_train_plan_fill(rg_train_plan *p, const rg_train_config *c, rg_weights *w, const rg_session *train,
-                       const rg_session *cand, const rg_grads *g);
+                       const rg_session *cand, const rg_session *gcg_grad, const rg_grads *g);
 
 /* The plan as a table (or one JSON object) on OUT. */
 void rg_train_plan_print(const rg_train_plan *p, FILE *out, bool json);

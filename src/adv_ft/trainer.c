@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "adv_ft/gcg.h"
 #include "adv_ft/optimizer.h"
@@ -18,6 +19,7 @@
 #include "adv_ft/utility_data.h"
 #include "model/backend_plan.h"
 #include "model/backward.h"
+#include "model/comm.h"
 #include "model/forward.h"
 #include "model/hf_write.h"
 #include "model/prompt_encode.h"
@@ -49,7 +51,11 @@ struct rg_trainer {
   rg_test_case_frame frame;
   rg_weights *w;
   rg_session *train; /* the batch's forward/backward, and GCG's token gradient */
+  rg_session *gcg_train; /* with sequence parallelism: GCG's token gradient, this process's own */
   rg_session *cand;  /* GCG's candidate losses */
+  rg_comm *sp;       /* cfg.sp > 1: the ranks of mpirun, which split every micro-batch (NULL: none) */
+  bool writer;       /* this process writes the run dir (rank 0) */
+  char recompute_note[256]; /* recompute = auto: what it chose and why (printed when the run starts) */
   rg_grads *g;
   rg_optimizer *opt;
   unsigned char *disallowed;
@@ -108,13 +114,28 @@ static int open_sessions(rg_trainer *t) {
   const long tokens = 2L * c->cases_per_step * c->max_case_tokens + (long)c->utility_per_step * c->max_utility_tokens;
   if (tokens > 1 << 24) return rg_error_set("max_case_tokens, max_utility_tokens: %ld tokens per micro-batch", tokens);
   const int max_ctx = c->max_case_tokens > c->max_utility_tokens ? c->max_case_tokens : c->max_utility_tokens;
-  rg_session_opts to = {
-      .max_batch_tokens = (int)tokens, .max_logit_rows = (int)tokens, .train = true, .recompute = c->recompute != 0};
+  /* with sequence parallelism a rank holds at most 1/sp of a micro-batch */
+  const int part = (int)((tokens + c->sp - 1) / c->sp);
+  const rg_sp_mode sp_mode = strcmp(c->sp_attention, "ulysses") == 0     ? RG_SP_ULYSSES
+                             : strcmp(c->sp_attention, "allgather") == 0 ? RG_SP_ALLGATHER
+                                                                         : RG_SP_AUTO;
+  rg_session_opts to = {.max_batch_tokens = part,
+                        .max_logit_rows = part,
+                        .train = true,
+                        .recompute = (rg_recompute)c->recompute,
+                        .sp = t->sp,
+                        .sp_mode = sp_mode};
   /* GCG's candidates: gcg_batch whole test cases per call, their target
    * rows only (a target is at most half a test case) */
   rg_session_opts co = {.max_batch_tokens = c->gcg_batch * c->max_case_tokens,
                         .max_logit_rows = c->gcg_batch * (c->max_case_tokens / 2)};
   if (!(t->train = rg_session_new(t->w, n_seqs, max_ctx, &to))) return -1;
+  /* GCG's token gradient is one test case's, computed by every rank alone */
+  const rg_session_opts go = {.max_batch_tokens = c->max_case_tokens,
+                              .max_logit_rows = c->max_case_tokens,
+                              .train = true,
+                              .recompute = (rg_recompute)c->recompute};
+  if (t->sp && c->gcg_steps > 0 && !(t->gcg_train = rg_session_new(t->w, 1, c->max_case_tokens, &go))) return -1;
   /* sequence 0 holds the shared prefix (rg_gcg_candidate_losses) */
   if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch + 1, c->max_case_tokens, &co))) return -1;
   if (!(t->g = rg_grads_new(t->train))) return -1;
@@ -122,6 +143,8 @@ static int open_sessions(rg_trainer *t) {
   t->stepper = (rg_r2d2_step){.m = t->m,
                               .frame = &t->frame,
                               .train = t->train,
+                              .gcg_train = t->gcg_train,
+                              .sp = t->sp,
                               .cand = t->cand,
                               .disallowed = t->disallowed,
                               .refusal = c->refusal_target,
@@ -158,16 +181,26 @@ static int open_utility(rg_trainer *t) {
   if (c->utility_per_step == 0) return 0;
   const rg_utility_labels labels = strcmp(c->utility_labels, "all") == 0 ? RG_UTILITY_LABELS_ALL : RG_UTILITY_LABELS_ASSISTANT;
   if (strcmp(c->utility, "harmless") == 0) {
-    char *cache = rg_path_join(t->run_dir, "utility.jsonl");
+    /* every rank generates the same replies (the same model, greedy, the
+     * same threads); ranks other than the writer read the run's cache when
+     * it is there (a resume) and otherwise keep theirs in a temporary file */
+    char *cache = rg_path_join(t->run_dir, "utility.jsonl"), own[64] = "";
     if (!cache) return rg_error_set("out of memory");
+    if (!t->writer && !rg_path_exists(cache)) {
+      const char *tmp = getenv("TMPDIR");
+      free(cache);
+      snprintf(own, sizeof own, "refgeo-utility-%ld.jsonl", (long)getpid());
+      if (!(cache = rg_path_join(tmp && *tmp ? tmp : "/tmp", own))) return rg_error_set("out of memory");
+    }
     const rg_utility_completions_opts go = {.prompts_path = c->utility_prompts_file,
                                             .max_prompts = c->utility_prompts,
                                             .max_new_tokens = c->utility_max_new_tokens,
                                             .cache_path = cache,
                                             .max_len = c->max_utility_tokens,
                                             .labels = labels,
-                                            .progress = stderr};
+                                            .progress = t->writer ? stderr : NULL};
     t->utility = rg_utility_from_completions(t->w, &t->tmpl, &go, NULL);
+    if (own[0]) remove(cache);
     free(cache);
   } else {
     t->utility = rg_utility_from_jsonl(t->m, &t->tmpl, c->utility, c->max_utility_tokens, labels);
@@ -333,7 +366,90 @@ static int write_checkpoint(rg_trainer *t) {
   return rg_hf_write_checkpoint(t->w, t->run_dir, t->step, &o);
 }
 
+/* ---------------------------------------------------------------- plan */
+
+/* The plan of CFG (borrowed: its strings stay the caller's) with recompute
+ * policy R, into PLAN (device fields set): the steps of rg_trainer_open
+ * that allocate, each under its own tag, on a plan backend. */
+static int plan_policy(const rg_train_config *cfg, int r, rg_train_plan *plan) {
+  rg_trainer *t = calloc(1, sizeof *t);
+  if (!t) return rg_error_set("out of memory");
+  t->cfg = *cfg;
+  t->cfg.recompute = r;
+  t->plan = plan;
+  int rc = t->cfg.sp > 1 && !(t->sp = rg_comm_plan(t->cfg.sp)) ? -1 : 0;
+  if (rc == 0 && !(t->m = rg_train_plan_model(plan, t->cfg.model))) rc = -1;
+  if (rc == 0) rc = open_weights(t);
+  if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_SESSIONS);
+  if (rc == 0) rc = open_sessions(t);
+  if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_OPTIMIZER);
+  if (rc == 0) rc = open_optimizer(t);
+  if (rc == 0) rc = rg_train_plan_fill(plan, &t->cfg, t->w, t->train, t->cand, t->gcg_train, t->g);
+  memset(&t->cfg, 0, sizeof t->cfg); /* borrowed */
+  rg_trainer_free(t);
+  return rc;
+}
+
+/* recompute = auto: the policy of least recompute whose plan fits the
+ * device's memory per rank (cpu: this machine's RAM shared by the ranks
+ * mpirun started on it), trying none, then all but attention, then full.
+ * Sets cfg->recompute and fills PLAN with the chosen plan; NOTE gets a
+ * line that says why. Returns 0, or -1 with the error set when none fits. */
+static int resolve_recompute(rg_train_config *cfg, rg_train_plan *plan, char *note, size_t note_len) {
+  static const int ORDER[] = {RG_RECOMPUTE_NONE, RG_RECOMPUTE_MATMULS, RG_RECOMPUTE_FULL};
+  static const char *const NAMES[] = {"0 (nothing)", "1 (each block from its input)", "2 (all but attention)"};
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int on_node = plan->gpu ? 1 : local && atoi(local) > 1 ? atoi(local) : cfg->sp;
+  const double budget = plan->capacity / on_node, gib = 1024.0 * 1024 * 1024;
+  double needs[3] = {0};
+  for (int k = 0; k < 3; k++) {
+    const rg_train_plan device = *plan; /* the device fields */
+    if (plan_policy(cfg, ORDER[k], plan) < 0) return -1;
+    needs[k] = (double)plan->total;
+    if (needs[k] <= budget) {
+      cfg->recompute = ORDER[k];
+      snprintf(note, note_len, "recompute auto: %s, %.2f GiB of %.2f GiB per rank%s", NAMES[ORDER[k]], needs[k] / gib,
+               budget / gib, k ? "; less recompute does not fit" : "");
+      return 0;
+    }
+    *plan = device;
+  }
+  return rg_error_set("recompute auto: even recompute = 1 needs %.2f GiB per rank, and %s has %.2f GiB per rank; "
+                      "use LoRA, a shorter max_case_tokens or max_utility_tokens, or more ranks (sp)",
+                      needs[2] / gib, plan->device, budget / gib);
+}
+
+int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_t note_len) {
+  rg_train_config c = *cfg;
+  memset(cfg, 0, sizeof *cfg);
+  if (note_len) note[0] = '\0';
+  const int rc = c.recompute < 0 ? resolve_recompute(&c, plan, note, note_len) : plan_policy(&c, c.recompute, plan);
+  rg_train_config_free(&c);
+  return rc;
+}
+
 /* ---------------------------------------------------------------- open */
+
+/* cfg.sp > 1: the ranks of mpirun, all of them one sequence-parallel group
+ * (data parallelism over groups is not built). Rank 0 writes the run. */
+static int open_ranks(rg_trainer *t) {
+  const int sp = t->cfg.sp;
+  const char *launched = getenv("OMPI_COMM_WORLD_SIZE");
+  const int world = launched ? atoi(launched) : 1;
+  t->writer = true;
+  if (sp == 1 && world <= 1) return 0;
+  if (sp == 1) return rg_error_set("sp: 1, but mpirun started %d ranks (set sp to the ranks)", world);
+  if (!launched) return rg_error_set("sp: %d needs mpirun -np %d (this process was not started by mpirun)", sp, sp);
+  if (!(t->sp = rg_comm_mpi_world(600))) return -1;
+  const int P = rg_comm_size(t->sp);
+  t->writer = rg_comm_rank(t->sp) == 0;
+  if (P % sp != 0) return rg_error_set("sp: %d does not divide the %d ranks of mpirun", sp, P);
+  if (P != sp)
+    return rg_error_set("sp: %d of %d ranks would leave %d data-parallel groups, which refgeo does not build: run "
+                        "mpirun -np %d",
+                        sp, P, P / sp, sp);
+  return 0;
+}
 
 rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resume) {
   rg_trainer *t = calloc(1, sizeof *t);
@@ -347,7 +463,14 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   t->utility_epoch = -1;
   t->rng = rg_mix64((uint64_t)t->cfg.seed);
   const char *tmpl_name = t->cfg.chat_template[0] ? t->cfg.chat_template : NULL;
-  int rc = check_run_dir(t, resume);
+  int rc = open_ranks(t);
+  if (rc == 0 && t->cfg.recompute < 0) { /* auto: what this machine's memory per rank fits */
+    rg_train_plan plan = {0};
+    rc = rg_train_plan_device(&plan, "cpu");
+    if (rc == 0) rc = resolve_recompute(&t->cfg, &plan, t->recompute_note, sizeof t->recompute_note);
+  }
+  /* the writer checks and makes the run dir; the other ranks only read it */
+  if (rc == 0 && t->writer) rc = check_run_dir(t, resume);
   if (rc == 0 && !(t->m = rg_model_load(t->cfg.model))) rc = -1;
   if (rc == 0) rc = rg_prompt_template(t->m, tmpl_name, &t->tmpl);
   if (rc == 0) rc = rg_prompt_frame(&t->tmpl, &t->before, &t->after);
@@ -369,30 +492,12 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
     /* a fresh run, or a resumed one killed before its first state */
     rc = rg_pool_init(&t->pool, t->m, t->data, t->cfg.pool_size, &t->rng);
   }
-  if (rc == 0 && !resume) rc = write_config(t);
+  if (rc == 0 && !resume && t->writer) rc = write_config(t);
   if (rc < 0) {
     rg_trainer_free(t);
     return NULL;
   }
   return t;
-}
-
-int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan) {
-  rg_trainer *t = calloc(1, sizeof *t);
-  if (!t) return rg_error_set("out of memory");
-  t->cfg = *cfg;
-  memset(cfg, 0, sizeof *cfg);
-  t->plan = plan;
-  /* the steps of rg_trainer_open that allocate, each under its own tag */
-  int rc = (t->m = rg_train_plan_model(plan, t->cfg.model)) ? 0 : -1;
-  if (rc == 0) rc = open_weights(t);
-  if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_SESSIONS);
-  if (rc == 0) rc = open_sessions(t);
-  if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_OPTIMIZER);
-  if (rc == 0) rc = open_optimizer(t);
-  if (rc == 0) rc = rg_train_plan_fill(plan, &t->cfg, t->w, t->train, t->cand, t->g);
-  rg_trainer_free(t);
-  return rc;
 }
 
 void rg_trainer_free(rg_trainer *t) {
@@ -401,6 +506,7 @@ void rg_trainer_free(rg_trainer *t) {
   rg_optimizer_free(t->opt);
   rg_grads_free(t->g);
   rg_session_free(t->cand);
+  rg_session_free(t->gcg_train);
   rg_session_free(t->train);
   rg_utility_free(t->utility);
   rg_weights_free(t->w);
@@ -414,6 +520,7 @@ void rg_trainer_free(rg_trainer *t) {
   free(t->log);
   free(t->run_dir);
   rg_train_config_free(&t->cfg);
+  rg_comm_free(t->sp); /* last: a broken MPI communicator ends the job */
   free(t);
 }
 
@@ -519,6 +626,7 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
   const bool reset_update = c->reset_every > 0 && (t->step + 1) % c->reset_every == 0;
   for (int k = 0; k < c->grad_accum; k++)
     if (micro_batch(t, reset_update && k == c->grad_accum - 1, &u) < 0) return -1;
+  if (t->sp && rg_grads_allreduce(t->g, t->sp) < 0) return -1; /* each rank's share of the batch's gradient */
   const double lr = learning_rate(t);
   double norm = 0;
   if (rg_optimizer_step(t->opt, lr, c->clip, &norm) < 0) return -1;
@@ -543,19 +651,21 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
   const rg_train_config *c = &t->cfg;
   /* checkpoint-0, or the checkpoint of a save step whose state was written
    * just before a kill */
-  if (is_save_step(t, t->step) && write_checkpoint(t) < 0) return -1;
+  const bool w = t->writer; /* the other ranks train and write nothing */
+  if (w && progress && t->recompute_note[0]) fprintf(progress, "train: %s\n", t->recompute_note);
+  if (w && is_save_step(t, t->step) && write_checkpoint(t) < 0) return -1;
   const long first = t->step;
   rg_progress prog;
-  rg_progress_start(&prog, progress, "train: updates", (int)(c->updates - first));
+  rg_progress_start(&prog, w ? progress : NULL, "train: updates", (int)(c->updates - first));
   while (t->step < c->updates) {
     if (one_update(t, &prog) < 0) return -1;
     rg_progress_tick(&prog, (int)(t->step - first));
-    if (write_log(t) < 0) return -1;
+    if (w && write_log(t) < 0) return -1;
     /* state before checkpoint: a kill between them resumes at this step
      * and writes the missing checkpoint (write_checkpoint skips a whole one) */
     const bool save = is_save_step(t, t->step);
-    if ((save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) return -1;
-    if (save && write_checkpoint(t) < 0) return -1;
+    if (w && (save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) return -1;
+    if (w && save && write_checkpoint(t) < 0) return -1;
   }
   rg_progress_end(&prog);
   return 0;

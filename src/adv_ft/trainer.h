@@ -52,9 +52,12 @@ int rg_trainer_run(rg_trainer *t, FILE *progress);
 /* The memory plan of a run of CFG (train_plan.h) into PLAN, whose device
  * fields rg_train_plan_device has set: the allocation steps of
  * rg_trainer_open on a plan backend; no run dir, no utility data, nothing
- * written. Takes ownership of *CFG (zeroed) as rg_trainer_open does.
- * Returns 0 or -1 with the error set. */
-int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan);
+ * written. With recompute = auto, the plan of the policy the run would
+ * choose (the least recompute that fits the device per rank), and NOTE
+ * (NOTE_LEN bytes) says which and why; otherwise NOTE is "". Takes
+ * ownership of *CFG (zeroed) as rg_trainer_open does. Returns 0 or -1
+ * with the error set (with auto: nothing fits). */
+int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_t note_len);
 
 /* Updates done so far. */
 long rg_trainer_step(const rg_trainer *t);

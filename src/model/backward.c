@@ -48,18 +48,22 @@ int rg_session_train_alloc(rg_session *s) {
   t->logit_rows = malloc(R * sizeof *t->logit_rows);
   t->prefix_len = calloc((size_t)s->max_seqs, sizeof *t->prefix_len);
   if (!t->saved || !t->logit_rows || !t->prefix_len) return rg_error_set("session: out of memory");
+  const bool keep_attention = s->recompute == RG_RECOMPUTE_MATMULS;
   for (int l = 0; l < c->n_layers; l++) {
     layer_acts *A = &t->saved[l];
-    if (!(A->x_in = rg_buf_new(be, T * d))) return rg_error_prefix("training activations of block %d", l);
-    if (s->recompute && l > 0) { /* one block's worth, shared: rg_session_backward recomputes it */
-      const rg_buf *x_in = A->x_in;
+    if (!(A->x_in = rg_buf_new(be, T * d)) ||
+        (keep_attention && (!(A->q = rg_buf_new(be, T * qd)) || !(A->att = rg_buf_new(be, T * qd)))))
+      return rg_error_prefix("training activations of block %d", l);
+    if (s->recompute && l > 0) { /* the rest is one block's worth, shared: rg_session_backward recomputes it */
+      layer_acts own = *A;
       *A = t->saved[0];
-      A->x_in = (rg_buf *)x_in;
+      A->x_in = own.x_in;
+      if (keep_attention) A->q = own.q, A->att = own.att;
       continue;
     }
-    if (!(A->xn1 = rg_buf_new(be, T * d)) || !(A->q = rg_buf_new(be, T * qd)) || !(A->att = rg_buf_new(be, T * qd)) ||
-        !(A->x_mid = rg_buf_new(be, T * d)) || !(A->xn2 = rg_buf_new(be, T * d)) ||
-        !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
+    if (!(A->xn1 = rg_buf_new(be, T * d)) || (!A->q && !(A->q = rg_buf_new(be, T * qd))) ||
+        (!A->att && !(A->att = rg_buf_new(be, T * qd))) || !(A->x_mid = rg_buf_new(be, T * d)) ||
+        !(A->xn2 = rg_buf_new(be, T * d)) || !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
       return rg_error_prefix("training activations of block %d", l);
   }
   /* The cache-shaped gradients are zeroed here, once: kv_store_backward
@@ -86,7 +90,9 @@ void rg_session_train_free(rg_session *s) {
     for (int l = 0; l < s->cfg.n_layers; l++) {
       layer_acts *A = &t->saved[l];
       rg_buf_free(be, A->x_in);
+      if (s->recompute == RG_RECOMPUTE_MATMULS) rg_buf_free(be, A->q), rg_buf_free(be, A->att);
       if (s->recompute && l > 0) continue; /* the rest is block 0's, shared */
+      if (s->recompute == RG_RECOMPUTE_MATMULS) A->q = A->att = NULL; /* freed above */
       rg_buf *bufs[] = {A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up};
       for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
     }
@@ -196,7 +202,9 @@ static int begin_loss(rg_session *s, const int32_t *targets) {
   if (!s->train) return rg_error_set("loss: not a training session");
   train_state *t = &s->tr;
   const int R = t->n_logits, V = s->cfg.vocab_size;
-  if (t->n == 0 || R == 0) return rg_error_set("loss: the last eval returned no logit rows");
+  /* under sequence parallelism a rank may hold no rows of the batch; its
+   * backward still runs (the other ranks' attention needs it) */
+  if (t->n == 0 || (R == 0 && !s->sp)) return rg_error_set("loss: the last eval returned no logit rows");
   for (int r = 0; r < R; r++)
     if (targets[r] < 0 || targets[r] >= V) return rg_error_set("loss: target %d out of range [0, %d)", (int)targets[r], V);
   if (!t->have_dlogits) rg_buf_zero(s->be, t->dlogits, 0, (size_t)R * V);

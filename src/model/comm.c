@@ -1,6 +1,7 @@
 /* comm.c: the one-rank communicator and the group split (comm.h). */
 #include "model/comm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
@@ -55,6 +56,49 @@ rg_comm *rg_comm_self(void) {
   static rg_comm self = {.iface = &SELF_IFACE, .rank = 0, .size = 1};
   return &self;
 }
+
+/* ---------------------------------------------------------------- plan */
+
+static void plan_free(rg_comm *c) { free(c); }
+static rg_comm *plan_split(rg_comm *c, int color, int key) {
+  rg_error_set("a plan communicator cannot be split");
+  return NULL;
+}
+static int plan_refuse(void) { return rg_error_set("a plan communicator moves no data"); }
+static int plan_allgather_int(rg_comm *c, int *all, int mine) { return plan_refuse(); }
+static int plan_allgatherv_int(rg_comm *c, int *all, const int *counts, const int *mine) { return plan_refuse(); }
+static int plan_allgatherv(rg_comm *c, float *all, const int *counts, const float *mine) { return plan_refuse(); }
+static int plan_reduce_scatterv(rg_comm *c, float *mine, const float *all, const int *counts) { return plan_refuse(); }
+static int plan_alltoallv(rg_comm *c, float *recv, const int *recv_counts, const float *send, const int *send_counts) {
+  return plan_refuse();
+}
+static int plan_allreduce_sum(rg_comm *c, float *x, size_t n) { return plan_refuse(); }
+static int plan_allreduce_sum_f64(rg_comm *c, double *x, int n) { return plan_refuse(); }
+
+static const rg_comm_iface PLAN_IFACE = {
+    .name = "plan",
+    .free = plan_free,
+    .split = plan_split,
+    .allgather_int = plan_allgather_int,
+    .allgatherv_int = plan_allgatherv_int,
+    .allgatherv = plan_allgatherv,
+    .reduce_scatterv = plan_reduce_scatterv,
+    .alltoallv = plan_alltoallv,
+    .allreduce_sum = plan_allreduce_sum,
+    .allreduce_sum_f64 = plan_allreduce_sum_f64,
+};
+
+rg_comm *rg_comm_plan(int size) {
+  rg_comm *c = size >= 1 ? calloc(1, sizeof *c) : NULL;
+  if (!c) {
+    rg_error_set(size >= 1 ? "out of memory" : "a communicator of %d ranks", size);
+    return NULL;
+  }
+  *c = (rg_comm){.iface = &PLAN_IFACE, .rank = 0, .size = size};
+  return c;
+}
+
+/* ---------------------------------------------------------------- split */
 
 rg_comm *rg_comm_split(rg_comm *world, int group, rg_comm **across) {
   if (across) *across = NULL;

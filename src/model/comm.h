@@ -33,6 +33,12 @@
 
 typedef struct rg_comm rg_comm;
 
+/* The most floats one collective works on at a time: longer all-reduces go
+ * in pieces, because MPI's reduce-scatter with a user operation holds a
+ * temporary copy of what it reduces (a whole 28M-float embedding gradient
+ * made that 113 MB). A memory plan counts this scratch (sp_plan.h). */
+enum { RG_COMM_PIECE_FLOATS = 1 << 22 };
+
 typedef struct rg_comm_iface {
   const char *name;
   void (*free)(rg_comm *c);
@@ -54,6 +60,11 @@ struct rg_comm {
 
 /* The one-rank communicator (no MPI). */
 rg_comm *rg_comm_self(void);
+
+/* A communicator of SIZE ranks that moves no data, as rank 0 (what a
+ * session on a plan backend needs to size its sequence-parallel buffers;
+ * backend_plan.h): every collective fails. NULL with the error set. */
+rg_comm *rg_comm_plan(int size);
 
 /* MPI's world (MPI_Init on first use, MPI_Finalize at exit). Each
  * collective waits at most TIMEOUT_S seconds (<= 0: 600). NULL with the

@@ -136,15 +136,16 @@ static int mpi_alltoallv(rg_comm *cc, float *recv, const int *recv_counts, const
 }
 
 /* In-place all-reduce of N elements of SIZE bytes in pieces of at most
- * 2^28 elements (int counts): each piece is cut into one block per rank,
- * reduced onto its rank, then gathered back. */
+ * RG_COMM_PIECE_FLOATS elements (comm.h: that bounds MPI's scratch): each
+ * piece is cut into one block per rank, reduced onto its rank, then
+ * gathered back. */
 static int allreduce(mpi_comm *c, void *x, size_t n, size_t size, MPI_Datatype t, MPI_Op op) {
   const int P = c->base.size;
   int *counts = malloc(2 * (size_t)P * sizeof *counts);
   if (!counts) return rg_error_set("MPI allreduce: out of memory");
   int *displs = counts + P, rc = 0;
   for (size_t at = 0; rc == 0 && at < n;) {
-    const size_t piece = n - at < ((size_t)1 << 28) ? n - at : (size_t)1 << 28;
+    const size_t piece = n - at < (size_t)RG_COMM_PIECE_FLOATS ? n - at : (size_t)RG_COMM_PIECE_FLOATS;
     for (int r = 0; r < P; r++) counts[r] = (int)(piece * (r + 1) / P - piece * r / P);
     rc = displs_of(c, counts, displs);
     char *base = (char *)x + at * size;

@@ -95,7 +95,12 @@ rg_session *rg_session_new(const rg_weights *w, int max_seqs, int max_ctx, const
   if (s->max_tokens > cap) s->max_tokens = (int)cap;
   s->max_logits = o.max_logit_rows > 0 ? o.max_logit_rows : max_seqs;
   s->train = o.train;
-  s->recompute = o.train && o.recompute;
+  if ((unsigned)o.recompute > RG_RECOMPUTE_MATMULS) {
+    free(s);
+    rg_error_set("session: unknown recompute policy %d", (int)o.recompute);
+    return NULL;
+  }
+  s->recompute = o.train ? o.recompute : RG_RECOMPUTE_NONE;
   if (o.sp && rg_comm_size(o.sp) > 1 && !o.train) {
     free(s);
     rg_error_set("session: sequence parallelism is for training sessions");
@@ -247,18 +252,42 @@ static layer_acts block_buffers(rg_session *s, int l, rg_buf **x_out) {
                       .gate = a->gate, .up = a->up};
 }
 
+/* Block L's attention from its normed input A->xn1 into A->att: q, k and v
+ * (with their adapters and RoPE), the KV cache, and attention itself, here
+ * or over the ranks (sp_attention.c). */
+static int attention(rg_session *s, int l, int n, const layer_acts *A, bool again) {
+  const rg_config *c = &s->cfg;
+  const layer_w *w = &s->w->lw[l];
+  act_bufs *a = &s->a;
+  rg_backend *be = s->be;
+  const rg_buf *inv_freq = s->w->inv_freq;
+  rg_op_matmul(be, A->q, A->xn1, n, w->wq, w->bq);
+  rg_op_matmul(be, a->k, A->xn1, n, w->wk, w->bk);
+  rg_op_matmul(be, a->v, A->xn1, n, w->wv, w->bv);
+  rg_lora_forward(s->w, &w->lora[LORA_Q], A->q, A->xn1, n, a->lora_u);
+  rg_lora_forward(s->w, &w->lora[LORA_K], a->k, A->xn1, n, a->lora_u);
+  rg_lora_forward(s->w, &w->lora[LORA_V], a->v, A->xn1, n, a->lora_u);
+  rg_op_rope(be, A->q, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
+  rg_op_rope(be, a->k, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
+  if (s->sp) return rg_sp_attention(s, l, A->att, A->q, a->k, a->v, again);
+  const rg_attn_desc ad = {.batch = s->batch, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
+                           .head_dim = c->head_dim, .window = c->sliding_window, .max_ctx = s->max_ctx};
+  rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
+  rg_op_attention(be, A->att, A->q, s->k_cache[l], s->v_cache[l], &ad);
+  return 0;
+}
+
 /* Block L over the n tokens of the pass. AGAIN: a recomputation for the
  * backward (rg_session_opts.recompute): the block input already carries
- * the interventions, and hooks have seen this pass. */
+ * the interventions, hooks have seen this pass, and it stops at the MLP
+ * projections (what the backward reads); under RG_RECOMPUTE_MATMULS it
+ * also leaves the queries and attention's output as they were kept. */
 static int run_layer(rg_session *s, int l, int n, bool again) {
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->w->lw[l];
   act_bufs *a = &s->a;
   rg_backend *be = s->be;
   const int d = c->d_model;
-  const rg_buf *inv_freq = s->w->inv_freq;
-  const rg_attn_desc ad = {.batch = s->batch, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
-                           .head_dim = c->head_dim, .window = c->sliding_window, .max_ctx = s->max_ctx};
   rg_buf *x_out;
   const layer_acts A = block_buffers(s, l, &x_out);
   /* silu(gate) * up: in place in inference, kept apart for the backward */
@@ -270,19 +299,8 @@ static int run_layer(rg_session *s, int l, int n, bool again) {
   if (!again && hook(s, RG_HOOK_RESID_PRE, l, A.x_in) < 0) return -1;
 
   rg_op_rmsnorm(be, A.xn1, A.x_in, w->attn_norm, n, d, c->rms_eps);
-  rg_op_matmul(be, A.q, A.xn1, n, w->wq, w->bq);
-  rg_op_matmul(be, a->k, A.xn1, n, w->wk, w->bk);
-  rg_op_matmul(be, a->v, A.xn1, n, w->wv, w->bv);
-  rg_lora_forward(s->w, &w->lora[LORA_Q], A.q, A.xn1, n, a->lora_u);
-  rg_lora_forward(s->w, &w->lora[LORA_K], a->k, A.xn1, n, a->lora_u);
-  rg_lora_forward(s->w, &w->lora[LORA_V], a->v, A.xn1, n, a->lora_u);
-  rg_op_rope(be, A.q, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
-  rg_op_rope(be, a->k, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
-  if (s->sp) {
-    if (rg_sp_attention(s, l, A.att, A.q, a->k, a->v, again) < 0) return -1;
-  } else {
-    rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
-    rg_op_attention(be, A.att, A.q, s->k_cache[l], s->v_cache[l], &ad);
+  if (!again || s->recompute != RG_RECOMPUTE_MATMULS) {
+    if (attention(s, l, n, &A, again) < 0) return -1;
   }
   rg_op_matmul(be, a->tmp, A.att, n, w->wo, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_O], a->tmp, A.att, n, a->lora_u);
@@ -296,13 +314,14 @@ static int run_layer(rg_session *s, int l, int n, bool again) {
   rg_op_matmul(be, A.up, A.xn2, n, w->w_up, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_GATE], A.gate, A.xn2, n, a->lora_u);
   rg_lora_forward(s->w, &w->lora[LORA_UP], A.up, A.xn2, n, a->lora_u);
+  if (again) return 0;
   rg_op_swiglu(be, h, A.gate, A.up, (size_t)n * c->d_ff);
   rg_op_matmul(be, a->tmp, h, n, w->w_down, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_DOWN], a->tmp, h, n, a->lora_u);
   if (s->ablate_on) rg_op_ablate(be, a->tmp, n, d, s->ablate_unit);
-  if (!again && hook(s, RG_HOOK_MLP_OUT, l, a->tmp) < 0) return -1;
+  if (hook(s, RG_HOOK_MLP_OUT, l, a->tmp) < 0) return -1;
   rg_op_add(be, x_out, A.x_mid, a->tmp, (size_t)n * d);
-  return again ? 0 : hook(s, RG_HOOK_RESID_POST, l, x_out);
+  return hook(s, RG_HOOK_RESID_POST, l, x_out);
 }
 
 int rg_session_rerun_block(rg_session *s, int l) { return run_layer(s, l, s->tr.n, true); }

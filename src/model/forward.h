@@ -35,6 +35,23 @@
 
 typedef struct rg_session rg_session;
 
+/* What a training session keeps per block for the backward, and what the
+ * backward recomputes into one block's worth of buffers shared by all
+ * (gradient checkpointing; ../shared/docs/parallelism.md §3). Floats per
+ * token and block kept, for d = d_model, q = n_heads*head_dim and f = d_ff:
+ *  - NONE: everything, 4 d + 2 q + 2 f;
+ *  - FULL: the block input, d; the backward reruns the block's forward up
+ *    to the MLP projections (as HarmBench's recipe sets it: about one more
+ *    forward pass, attention included);
+ *  - MATMULS: the block input, the queries and attention's output, d + 2 q;
+ *    the backward recomputes the norms, o_proj, the residual and the MLP
+ *    projections but not attention, whose cost grows with the context
+ *    (per saved byte, recomputing causal attention costs about S flops,
+ *    a matmul about d: past S ~ d this is the cheaper way to save memory;
+ *    AutoSP's policy). Under sequence parallelism it also repeats no
+ *    collective. */
+typedef enum { RG_RECOMPUTE_NONE = 0, RG_RECOMPUTE_FULL, RG_RECOMPUTE_MATMULS } rg_recompute;
+
 /* How attention runs when a batch is split over P ranks (sequence
  * parallelism; ../shared/docs/parallelism.md §2). */
 typedef enum {
@@ -64,14 +81,11 @@ typedef struct {
    * (backward.h); it has none of an inference session's shared block
    * buffers. */
   bool train;
-  /* With train: keep only each block's input; rg_session_backward
-   * recomputes a block's other activations from it just before that
-   * block's backward, into one block's worth of buffers shared by all
-   * (gradient checkpointing, as HarmBench's recipe sets it). About one more
-   * forward pass of compute for about n_layers times less activation
-   * memory; the gradients are bitwise those without it (the same kernels
-   * on the same inputs). */
-  bool recompute;
+  /* With train: which activations rg_session_backward recomputes just
+   * before each block's backward (rg_recompute) instead of keeping them
+   * from the eval. The gradients are bitwise those without it (the same
+   * kernels on the same inputs). */
+  rg_recompute recompute;
   /* Sequence parallelism (a training session): the ranks of SP (borrowed;
    * NULL or one rank = none) each hold a contiguous part of every batch,
    * its tokens in the batch's order, rank 0's first: rank r's rg_session_eval

@@ -85,7 +85,7 @@ struct rg_session {
   rg_buf **k_cache, **v_cache; /* per layer [max_seqs, max_ctx, kv_dim] */
   act_bufs a;
   bool train;
-  bool recompute; /* rg_session_opts.recompute (train only) */
+  rg_recompute recompute; /* rg_session_opts.recompute (train only) */
   train_state tr; /* used when train */
   sp_state *sp;   /* NULL: the batch is this process's alone */
   int cache_kv_heads; /* KV heads a cache slot holds: n_kv_heads, or n_kv_heads / P under Ulysses */
@@ -108,8 +108,9 @@ struct rg_session {
   float *hook_rows;                           /* [max_tokens, d_model] host copy for hooks */
 };
 
-/* forward.c: runs block L of the last pass again (recompute), without its
- * interventions on the block input (already applied in place) or hooks. */
+/* forward.c: recomputes what s->recompute drops of block L of the last
+ * pass, up to the MLP projections, without its interventions on the block
+ * input (already applied in place) or hooks. */
 int rg_session_rerun_block(rg_session *s, int l);
 
 /* sp_attention.c: sequence parallelism.

@@ -30,6 +30,10 @@ static size_t host_bytes(const rg_session *s) {
             sizeof *s->hooked_seq + sizeof *s->hooked_pos);
   h += nrows * sizeof *s->rows + T * (size_t)s->cfg.d_model * sizeof *s->hook_rows;
   if (s->train) h += L * sizeof *s->tr.saved + R * sizeof *s->tr.logit_rows;
+  if (s->sp) {
+    const size_t P = (size_t)rg_comm_size(s->sp->comm);
+    h += sizeof *s->sp + 3 * P * sizeof *s->sp->counts + P * T * (sizeof *s->sp->seq + sizeof *s->sp->pos);
+  }
   return h;
 }
 
@@ -41,15 +45,20 @@ void rg_session_memory(const rg_session *s, rg_session_bytes *out) {
   out->work = SUM(a->x, a->xn, a->q, a->k, a->v, a->att, a->tmp, a->gate, a->up, a->hooked, a->lora_u,
                   s->ablate_unit, s->actadd_vec) +
               batch_bytes(s->batch);
+  if (s->sp)
+    out->work += SUM(s->sp->k_all, s->sp->v_all, s->sp->sendbuf, s->sp->recvbuf, s->sp->heads) +
+                 batch_bytes(s->sp->batch);
   out->logits = SUM(a->last, a->logits, a->losses);
   if (s->train) {
     const layer_acts *A = &t->saved[0];
     out->saved_layers = s->cfg.n_layers;
     out->saved_other = SUM(t->x_final, t->h);
-    const size_t rest = SUM(A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up);
-    /* recompute: every block keeps its input; the rest is one block's, shared */
-    out->saved_layer = buf_bytes(A->x_in) + (s->recompute ? 0 : rest);
-    if (s->recompute) out->saved_other += rest;
+    const size_t attention = SUM(A->q, A->att), rest = SUM(A->xn1, A->x_mid, A->xn2, A->gate, A->up);
+    /* recompute: every block keeps its input (and with MATMULS its
+     * queries and attention output); the rest is one block's, shared */
+    out->saved_layer = buf_bytes(A->x_in) + (s->recompute == RG_RECOMPUTE_FULL ? 0 : attention) +
+                       (s->recompute ? 0 : rest);
+    if (s->recompute) out->saved_other += rest + (s->recompute == RG_RECOMPUTE_FULL ? attention : 0);
     out->backward = SUM(t->dx, t->dxn, t->dtmp, t->dq, t->dk, t->dv, t->datt, t->dh, t->dgate, t->dup, t->dk_cache,
                         t->dv_cache, t->lora_du);
     out->logits += SUM(t->normed, t->dlast, t->dnormed, t->dlogits, t->losses);

@@ -18,7 +18,8 @@
 
 typedef struct {
   size_t kv_cache;    /* every layer's K and V cache */
-  size_t work;        /* the pass's working activations, LoRA scratch, batch metadata, intervention vectors */
+  size_t work;        /* the pass's working activations, LoRA scratch, batch metadata, intervention vectors,
+                       * sequence parallelism's gathered / exchanged rows */
   size_t saved_layer; /* a training session: one block's saved activations (every block the same), else 0 */
   int saved_layers;   /* blocks with saved activations (n_layers for a training session, else 0) */
   size_t saved_other; /* a training session: the last block's output and silu(gate) * up (with
