@@ -271,10 +271,17 @@ int rg_idbuf_push(rg_idbuf *b, int32_t id) {
 static int32_t match_added(const rg_tokenizer *t, const char *s, size_t n, bool parse_special) {
   int32_t best = -1;
   int best_len = 0;
+  /* Matches start and end on character boundaries of the text (valid
+   * UTF-8, rg_utf8_repair): an added token that is not valid UTF-8 (a
+   * hostile tokenizer file; Hugging Face's are strings) must not cut a
+   * character apart, since the pre-tokenizer regex takes its pieces as
+   * valid (PCRE2_NO_UTF_CHECK) and read past the end of a lone lead byte. */
+  if (n > 0 && ((uint8_t)s[0] & 0xC0) == 0x80) return -1;
   for (int i = 0; i < t->n_added; i++) {
     int32_t id = t->added[i];
     if (t->special[id] && !parse_special) continue;
     int len = t->len[id];
+    if ((size_t)len < n && ((uint8_t)s[len] & 0xC0) == 0x80) continue;
     if (len > best_len && (size_t)len <= n && memcmp(rg_tok_text(t, id), s, (size_t)len) == 0) {
       best = id;
       best_len = len;
