@@ -1,7 +1,8 @@
 /* sp_plan.h: memory of a long-context training step per rank, and the
  * planner that picks the sequence-parallel degree and the recompute policy
  * for a sequence length (AutoSP's automation for a C trainer;
- * ../shared/docs/parallelism.md §1.5, §3.3).
+ * AutoSP, arXiv 2604.27089; the activation memory model of Korthikanti et al.
+ * 2022, arXiv 2205.05198, for refgeo's buffers).
  *
  * The step: a full fine-tune (every weight trainable, AdamW) of a model on
  * one sequence of S tokens whose next tokens are all targets, split over SP

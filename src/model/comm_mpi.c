@@ -3,7 +3,8 @@
  * Every collective is MPI-3 non-blocking, waited for with a deadline, so
  * that a rank that never arrives turns into an error on the others instead
  * of a hang (Debian's Open MPI 4.1 has no ULFM: a blocking collective
- * waits forever for a dead peer; ../shared/docs/parallelism.md §4.6).
+ * waits forever for a dead peer: the MPI fault-tolerance extension, ULFM,
+ * ships with Open MPI 5.0).
  *
  * Sums are reproducible and equal on every rank: floats are reduced with a
  * user operation declared non-commutative, which MPI must apply in rank

@@ -37,7 +37,8 @@ typedef struct rg_session rg_session;
 
 /* What a training session keeps per block for the backward, and what the
  * backward recomputes into one block's worth of buffers shared by all
- * (gradient checkpointing; ../shared/docs/parallelism.md §3). Floats per
+ * (gradient checkpointing: Korthikanti et al. 2022, arXiv 2205.05198; AutoSP,
+ * arXiv 2604.27089, for the policy that keeps attention). Floats per
  * token and block kept, for d = d_model, q = n_heads*head_dim and f = d_ff:
  *  - NONE: everything, 4 d + 2 q + 2 f;
  *  - FULL: the block input, d; the backward reruns the block's forward up
@@ -53,7 +54,8 @@ typedef struct rg_session rg_session;
 typedef enum { RG_RECOMPUTE_NONE = 0, RG_RECOMPUTE_FULL, RG_RECOMPUTE_MATMULS } rg_recompute;
 
 /* How attention runs when a batch is split over P ranks (sequence
- * parallelism; ../shared/docs/parallelism.md §2). */
+ * parallelism: DeepSpeed-Ulysses, arXiv 2309.14509; Llama 3's context
+ * parallelism, arXiv 2407.21783). */
 typedef enum {
   /* Ulysses where n_heads and n_kv_heads are multiples of P, else all-gather */
   RG_SP_AUTO = 0,

@@ -1,6 +1,8 @@
 /* sp_attention.c: attention when a batch's tokens are split over P ranks
  * (sequence parallelism; forward.h rg_sp_mode, session_internal.h
- * sp_state; ../shared/docs/parallelism.md §2).
+ * sp_state). Ulysses: Jacobs et al. 2023, arXiv 2309.14509
+ * (deepspeedai/DeepSpeed deepspeed/sequence/layer.py); all-gather KV: the
+ * context parallelism of the Llama 3 report, arXiv 2407.21783.
  *
  * Ulysses (DeepSpeed-Ulysses): rank r's queries, keys and values (after
  * RoPE, at their positions in the whole batch) are cut into P head blocks;
