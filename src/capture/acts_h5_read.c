@@ -289,6 +289,12 @@ int rg_acts_read_token_ids(rg_acts_reader *r, long step, const char *split, int3
   if (space < 0 || ft < 0 || H5Tget_class(ft) != H5T_VLEN || H5Sget_simple_extent_ndims(space) != 1 ||
       H5Sget_simple_extent_dims(space, &dim, NULL) != 1 || dim == 0 || dim > MAX_COUNT) {
     rg_error_set("%s: /step_%ld/%s is not a 1-d vlen int dataset", r->path, step, rel);
+  } else if (!holds_its_data(d, ft, (size_t)dim)) {
+    /* Each element is a heap reference stored in the dataset itself, so a
+       dataset that declares millions of prompts in a few bytes is corrupt;
+       refuse it before allocating their descriptors (fuzz finding). */
+    rg_error_set("%s: /step_%ld/%s declares %llu prompts but the file stores %llu bytes of them", r->path, step, rel,
+                 (unsigned long long)dim, (unsigned long long)H5Dget_storage_size(d));
   } else if (!(vl = calloc((size_t)dim, sizeof *vl))) {
     rg_error_set("%s: out of memory", r->path);
   } else if (H5Dread(d, vint, H5S_ALL, H5S_ALL, H5P_DEFAULT, vl) < 0) {
