@@ -431,7 +431,7 @@ static void test_attention(void **state) {
   const int windows[] = {0, 3};
   for (int wi = 0; wi < 2; wi++) {
     const int W = windows[wi];
-    double *ref = calloc((size_t)n2 * qd, sizeof *ref);
+    double *ref = calloc((size_t)n2 * qd, sizeof *ref), ref_lse[8 * NH];
     for (int t = 0; t < n2; t++)
       for (int h = 0; h < NH; h++) {
         int s = seq2[t], p = pos2[t], g = h / (NH / NKV);
@@ -444,6 +444,7 @@ static void test_attention(void **state) {
           if (sc[j] > mx) mx = sc[j];
         }
         for (int j = 0; j <= p; j++) sum += sc[j] = exp(sc[j] - mx);
+        ref_lse[t * NH + h] = mx + log(sum);
         for (int j = 0; j <= p; j++)
           for (int i = 0; i < HD; i++) ref[t * qd + h * HD + i] += sc[j] / sum * vc[s][j][g * HD + i];
       }
@@ -461,14 +462,17 @@ static void test_attention(void **state) {
       rg_attn_desc a2 = {b2, NH, NKV, HD, W, MAXC};
       rg_op_kv_store(be, kcb, vcb, kb, vb, &a2);
       rg_buf *qb = upload(be, q2, (size_t)n2 * qd), *ob = rg_buf_new(be, (size_t)n2 * qd);
-      rg_op_attention(be, ob, qb, kcb, vcb, &a2);
-      float *got = download(be, ob, (size_t)n2 * qd);
-      double e = rel_err(got, ref, (size_t)n2 * qd);
-      print_message("attention window %d %s: rel err %.2e\n", W, BACKENDS[bi].name, e);
+      rg_buf *lb = rg_buf_new(be, (size_t)n2 * NH);
+      rg_op_attention(be, ob, lb, qb, kcb, vcb, &a2);
+      float *got = download(be, ob, (size_t)n2 * qd), *got_lse = download(be, lb, (size_t)n2 * NH);
+      double e = rel_err(got, ref, (size_t)n2 * qd), e_lse = rel_err(got_lse, ref_lse, (size_t)n2 * NH);
+      print_message("attention window %d %s: rel err %.2e, log-sum-exp %.2e\n", W, BACKENDS[bi].name, e, e_lse);
       assert_true(e < TOL);
+      assert_true(e_lse < TOL);
       free(got);
-      rg_buf *bufs[] = {kcb, vcb, kb, vb, qb, ob};
-      for (int i = 0; i < 6; i++) rg_buf_free(be, bufs[i]);
+      free(got_lse);
+      rg_buf *bufs[] = {kcb, vcb, kb, vb, qb, ob, lb};
+      for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
       rg_batch_free(be, b1);
       rg_batch_free(be, b2);
       rg_backend_free(be);

@@ -269,20 +269,23 @@ static void test_attention_backward(void **state) {
     const size_t qn = (size_t)T * nh * hd, kn = (size_t)T * nkv * hd, cache = (size_t)n_seqs * max_ctx * nkv * hd;
     float *q = farr(c, "q", NULL), *k = farr(c, "k", NULL), *v = farr(c, "v", NULL), *dy = farr(c, "dy", NULL);
     double *y = darr(c, "y", NULL), *dq = darr(c, "dq", NULL), *dk = darr(c, "dk", NULL), *dv = darr(c, "dv", NULL);
-    char what[32];
-    snprintf(what, sizeof what, "win %d", ad.window);
+    double *lse_ref = darr(c, "lse", NULL);
+    char what[64];
+    snprintf(what, sizeof what, "win %d, %d tokens", ad.window, T);
     for (int bi = 0; bi < N_BACKENDS; bi++) {
       rg_backend *be = new_backend(bi);
       rg_buf *qb = upload(be, q, qn), *kb = upload(be, k, kn), *vb = upload(be, v, kn), *dyb = upload(be, dy, qn);
       rg_buf *kc = rg_buf_new(be, cache), *vc = rg_buf_new(be, cache), *out = rg_buf_new(be, qn);
+      rg_buf *lse = rg_buf_new(be, (size_t)T * nh);
       rg_buf *dkc = rg_buf_new(be, cache), *dvc = rg_buf_new(be, cache);
       rg_buf *dqb = grad_buf(be, qn), *dkb = grad_buf(be, kn), *dvb = grad_buf(be, kn);
       rg_batch *bt = upload_batch(be, NULL, seq, pos, T);
       ad.batch = bt;
       rg_op_kv_store(be, kc, vc, kb, vb, &ad);
-      rg_op_attention(be, out, qb, kc, vc, &ad);
+      rg_op_attention(be, out, lse, qb, kc, vc, &ad);
       expect("attention (fwd)", what, BACKENDS[bi].name, err_vs(be, out, y, qn, 0));
-      rg_op_attention_backward(be, dqb, dkc, dvc, dyb, qb, kc, vc, &ad);
+      expect("attention (lse)", what, BACKENDS[bi].name, err_vs(be, lse, lse_ref, (size_t)T * nh, 0));
+      rg_op_attention_backward(be, dqb, dkc, dvc, dyb, qb, out, lse, kc, vc, &ad);
       rg_op_kv_store_backward(be, dkb, dvb, dkc, dvc, &ad);
       expect("attention_backward", "dq", BACKENDS[bi].name, err_vs(be, dqb, dq, qn, PRE));
       expect("attention_backward", "dk", BACKENDS[bi].name, err_vs(be, dkb, dk, kn, PRE));
@@ -294,12 +297,12 @@ static void test_attention_backward(void **state) {
       rg_buf_download(be, dvc, 0, left + cache, cache);
       for (size_t i = 0; i < 2 * cache; i++) assert_true(left[i] == 0.0f);
       free(left);
-      rg_buf *bufs[] = {qb, kb, vb, dyb, kc, vc, out, dkc, dvc, dqb, dkb, dvb};
+      rg_buf *bufs[] = {qb, kb, vb, dyb, kc, vc, out, lse, dkc, dvc, dqb, dkb, dvb};
       for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
       rg_batch_free(be, bt);
       rg_backend_free(be);
     }
-    free(seq), free(pos), free(q), free(k), free(v), free(dy), free(y), free(dq), free(dk), free(dv);
+    free(seq), free(pos), free(q), free(k), free(v), free(dy), free(y), free(dq), free(dk), free(dv), free(lse_ref);
   }
 }
 

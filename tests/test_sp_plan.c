@@ -39,7 +39,7 @@ static rg_sp_plan plan(const rg_model *m, int S, int P, rg_sp_mode mode, rg_reco
 
 static void test_policies(void **state) {
   rg_model *m = tiny();
-  const size_t d = 64, q = 64, f = 96, L = 2, F = sizeof(float);
+  const size_t d = 64, q = 64, nh = 4, f = 96, L = 2, F = sizeof(float);
   for (int P = 1; P <= 2; P++) {
     const int S = 41;
     const size_t T = (size_t)(S + P - 1) / P; /* local tokens */
@@ -48,8 +48,8 @@ static void test_policies(void **state) {
     const rg_sp_plan full = plan(m, S, P, RG_SP_ALLGATHER, RG_RECOMPUTE_FULL);
     /* NONE -> MATMULS drops xn1, x_mid, xn2, gate and up from L - 1 blocks */
     assert_int_equal(none.total - mat.total, (L - 1) * T * (3 * d + 2 * f) * F);
-    /* MATMULS -> FULL drops q and att from L - 1 blocks */
-    assert_int_equal(mat.total - full.total, (L - 1) * T * 2 * q * F);
+    /* MATMULS -> FULL drops q, att and the log-sum-exps from L - 1 blocks */
+    assert_int_equal(mat.total - full.total, (L - 1) * T * (2 * q + nh) * F);
     assert_true(none.recompute_macs == 0);
     /* per local token and layer: o_proj q d, gate and up 2 d f; FULL adds q,
      * k, v d (q + 2 kv) and attention's S q */
@@ -60,9 +60,10 @@ static void test_policies(void **state) {
   }
   /* a long context over 2 ranks: Ulysses keeps half of each layer's KV
    * cache and of the cache-shaped gradients, and its gathered rows are one
-   * rank's share; it adds the packed send and receive buffers [T, q + 2 kv]
-   * and the head-layout output [T, q] (sp_attention.c). With 2 layers the
-   * exchange buffers outweigh the savings; a deep model's cache wins. */
+   * rank's share; it adds the packed send and receive buffers [T, max(q +
+   * 2 kv, 2 q)] and the head-layout output and its gradient [T, q]
+   * (sp_attention.c). With 2 layers the exchange buffers outweigh the
+   * savings; a deep model's cache wins. */
   const long long S = 4096, T = S / 2, kvd = 32, Pn = 2;
   const rg_sp_plan u = plan(m, (int)S, 2, RG_SP_ULYSSES, RG_RECOMPUTE_FULL);
   const rg_sp_plan g = plan(m, (int)S, 2, RG_SP_ALLGATHER, RG_RECOMPUTE_FULL);
@@ -70,7 +71,8 @@ static void test_policies(void **state) {
   assert_int_equal(g.mode, RG_SP_ALLGATHER);
   const long long saved = (long long)L * 2 * S * kvd / Pn /* KV cache */ + 2 * S * kvd / Pn /* its gradients */ +
                           2 * (Pn * T - T) * kvd /* gathered rows */;
-  const long long added = 2 * T * ((long long)q + 2 * kvd) + T * (long long)q;
+  const long long row = (long long)q + 2 * kvd > 2 * (long long)q ? (long long)q + 2 * kvd : 2 * (long long)q;
+  const long long added = 2 * T * row + 2 * T * (long long)q;
   assert_int_equal((long long)g.total - (long long)u.total, (saved - added) * (long long)F);
   print_message("4096 tokens over 2 ranks, recompute full: Ulysses %zu, all-gather %zu bytes\n", u.total, g.total);
   /* Ulysses refuses heads that do not divide (3 ranks) */

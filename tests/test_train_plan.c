@@ -43,7 +43,7 @@
 /* SmolLM2-135M-Instruct's config.json (HuggingFaceTB): hidden 576, 30
  * layers, 9 heads of 64, 3 kv heads, intermediate 1536, vocab 49152, tied
  * embeddings. */
-enum { D = 576, L = 30, QD = 9 * 64, KVD = 3 * 64, FF = 1536, V = 49152 };
+enum { D = 576, L = 30, NH = 9, QD = NH * 64, KVD = 3 * 64, FF = 1536, V = 49152 };
 /* Per block q, k, v, o, gate, up, down and two norms; the embedding (tied
  * head) and the final norm: 134,515,008. */
 static const long long SMOLLM2_PARAMS =
@@ -112,8 +112,8 @@ static void test_session_walk_is_the_allocation(void **state) {
   assert_int_equal(pbytes.backend, cb.backend);
   assert_int_equal(pbytes.host, cb.host);
   /* session_internal.h's layer_acts: x_in, xn1, x_mid, xn2 [T, d], q, att
-   * [T, qd], gate, up [T, d_ff] */
-  assert_int_equal(pbytes.saved_layer, (size_t)256 * (4 * D + 2 * QD + 2 * FF) * sizeof(float));
+   * [T, qd], lse [T, n_heads], gate, up [T, d_ff] */
+  assert_int_equal(pbytes.saved_layer, (size_t)256 * (4 * D + 2 * QD + NH + 2 * FF) * sizeof(float));
   assert_int_equal(pbytes.kv_cache, (size_t)2 * L * SEQS * CTX * KVD * sizeof(float));
   rg_session_free(ps);
   assert_int_equal(rg_plan_bytes(pb, 1), 0); /* every buffer freed is taken off */
@@ -173,7 +173,7 @@ static void test_smollm2_plan(void **state) {
   assert_int_equal(p.moments, 2 * params);
   const size_t T = 2 * (size_t)cases * case_tokens + (size_t)utility * utility_tokens;
   assert_int_equal(p.train.saved_layers, L);
-  assert_int_equal(p.train.saved_layer, T * (4 * D + 2 * QD + 2 * FF) * sizeof(float));
+  assert_int_equal(p.train.saved_layer, T * (4 * D + 2 * QD + NH + 2 * FF) * sizeof(float));
   const size_t seqs = 2 * (size_t)cases + utility, ctx = (size_t)(utility_tokens > case_tokens ? utility_tokens : case_tokens);
   assert_int_equal(p.train.kv_cache, 2 * L * seqs * ctx * KVD * sizeof(float));
   /* the candidates' logit rows: gcg_batch targets of at most half a case,
@@ -231,13 +231,13 @@ static void test_mistral_7b_plans(void **state) {
   /* the saved activations are the same whatever trains: with recompute one
    * block input (d floats) per token and block; the micro-batch is 2 x 256
    * test-case tokens and 8 x 2048 utility tokens */
-  const double T = 2 * 256 + 8 * 2048, d = 4096, qd = 32 * 128, ff = 14336;
+  const double T = 2 * 256 + 8 * 2048, d = 4096, nh = 32, qd = nh * 128, ff = 14336;
   assert_true(num(lora, "activations_saved") == num(full, "activations_saved"));
   assert_true(num(full, "activations_per_layer") == T * d * 4);
   assert_true(num(full, "activations_saved") == 32 * num(full, "activations_per_layer"));
-  /* without: every block keeps 4 d + 2 qd + 2 d_ff floats per token */
+  /* without: every block keeps 4 d + 2 qd + n_heads + 2 d_ff floats per token */
   cJSON *kept = plan_7b("lora", "gpu:80G", 0);
-  assert_true(num(kept, "activations_per_layer") == T * (4 * d + 2 * qd + 2 * ff) * 4);
+  assert_true(num(kept, "activations_per_layer") == T * (4 * d + 2 * qd + nh + 2 * ff) * 4);
   assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(kept, "fits")));
   cJSON_Delete(full);
   cJSON_Delete(lora);

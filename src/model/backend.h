@@ -135,8 +135,8 @@ typedef struct rg_backend_iface {
                bool adjacent);
   void (*kv_store)(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const rg_buf *k, const rg_buf *v,
                    const rg_attn_desc *a);
-  void (*attention)(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache,
-                    const rg_attn_desc *a);
+  void (*attention)(rg_backend *be, rg_buf *out, rg_buf *lse, const rg_buf *q, const rg_buf *k_cache,
+                    const rg_buf *v_cache, const rg_attn_desc *a);
   void (*swiglu)(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n);
   void (*add)(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n);
   void (*scale)(rg_backend *be, rg_buf *x, size_t n, float c);
@@ -155,7 +155,8 @@ typedef struct rg_backend_iface {
   void (*swiglu_backward)(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
                           const rg_buf *up, size_t n);
   void (*attention_backward)(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
-                             const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a);
+                             const rg_buf *q, const rg_buf *out, const rg_buf *lse, const rg_buf *k_cache,
+                             const rg_buf *v_cache, const rg_attn_desc *a);
   void (*kv_store_backward)(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_cache, rg_buf *dv_cache,
                             const rg_attn_desc *a);
   void (*cross_entropy)(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,
@@ -303,10 +304,13 @@ static inline void rg_op_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cac
 }
 /* out[t, h*hd ...] = softmax(q_h . K^T / sqrt(hd)) V over the masked cache
  * rows of token t's sequence; query head h uses kv head h / (n_heads /
- * n_kv_heads) (GQA). */
-static inline void rg_op_attention(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache,
+ * n_kv_heads) (GQA). lse (NULL: not wanted) [n_tokens, n_heads] gets each
+ * query's log-sum-exp of its visible scores, what the backward needs: the
+ * attention never holds a matrix of all queries by all keys, and the
+ * backward recomputes the probabilities from lse, tile by tile. */
+static inline void rg_op_attention(rg_backend *be, rg_buf *out, rg_buf *lse, const rg_buf *q, const rg_buf *k_cache,
                                    const rg_buf *v_cache, const rg_attn_desc *a) {
-  be->iface->attention(be, out, q, k_cache, v_cache, a);
+  be->iface->attention(be, out, lse, q, k_cache, v_cache, a);
 }
 /* out = silu(gate) * up, n floats. */
 static inline void rg_op_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n) {
@@ -375,14 +379,15 @@ static inline void rg_op_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *
                                          const rg_buf *gate, const rg_buf *up, size_t n) {
   be->iface->swiglu_backward(be, dgate, dup, dy, gate, up, n);
 }
-/* For rg_op_attention over the batch's tokens: dq[n_tokens, n_heads*hd] +=,
- * and the cache-shaped dk_cache / dv_cache += at every cache row the batch
- * attended to (rows cached by earlier calls get gradients too, but nothing
- * carries them further: train on whole sequences in one batch). */
+/* For rg_op_attention over the batch's tokens, given its q, out and lse
+ * (the same cache and batch): dq[n_tokens, n_heads*hd] +=, and the
+ * cache-shaped dk_cache / dv_cache += at every cache row the batch attended
+ * to (rows cached by earlier calls get gradients too, but nothing carries
+ * them further: train on whole sequences in one batch). */
 static inline void rg_op_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache,
-                                            const rg_buf *dy, const rg_buf *q, const rg_buf *k_cache,
-                                            const rg_buf *v_cache, const rg_attn_desc *a) {
-  be->iface->attention_backward(be, dq, dk_cache, dv_cache, dy, q, k_cache, v_cache, a);
+                                            const rg_buf *dy, const rg_buf *q, const rg_buf *out, const rg_buf *lse,
+                                            const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a) {
+  be->iface->attention_backward(be, dq, dk_cache, dv_cache, dy, q, out, lse, k_cache, v_cache, a);
 }
 /* For rg_op_kv_store: dk[t] += dk_cache[slot of t], the same for v, and the
  * slots are zeroed after they are read. A batch of whole sequences attends

@@ -8,8 +8,9 @@
  * on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy is ~15% faster
  * (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
  *
- * Everything else (norms, RoPE, attention, elementwise ops) is OpenMP loops.
- * The gradient and optimizer operations are in backend_cpu_grad.c.
+ * Everything else (norms, RoPE, elementwise ops) is OpenMP loops. Attention,
+ * forward and backward, is in backend_cpu_attention.c; the other gradient and
+ * optimizer operations are in backend_cpu_grad.c.
  *
  * Threads: every parallel region names its team size (num_threads) from
  * this backend's count, so two CPU backends with different counts coexist,
@@ -411,44 +412,6 @@ static void cpu_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const
     size_t slot = ((size_t)b->seq[t] * a->max_ctx + b->pos[t]) * kvd;
     memcpy(k_cache->data + slot, k->data + t * kvd, kvd * sizeof(float));
     memcpy(v_cache->data + slot, v->data + t * kvd, kvd * sizeof(float));
-  }
-}
-
-/* One pass over the keys with an online softmax (running max m, running
- * sum l, output rescaled when m grows), so no score scratch is needed. */
-static void cpu_attention(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache,
-                          const rg_attn_desc *a) {
-  const int hd = a->head_dim, nh = a->n_heads, group = a->n_heads / a->n_kv_heads;
-  const size_t kvd = (size_t)a->n_kv_heads * hd;
-  const float scale = 1.0f / sqrtf((float)hd);
-  const float *qd = q->data, *kc = k_cache->data, *vc = v_cache->data;
-  float *od = out->data;
-  const rg_batch *b = a->batch;
-  const int n_work = b->n * nh;
-#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 4) if (n_work > 1)
-  for (int w = 0; w < n_work; w++) {
-    const int t = w / nh, h = w % nh, kvh = h / group;
-    const int p = b->pos[t];
-    const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
-    const float *qv = qd + ((size_t)t * nh + h) * hd;
-    const size_t base = (size_t)b->seq[t] * a->max_ctx * kvd + (size_t)kvh * hd;
-    float *o = od + ((size_t)t * nh + h) * hd;
-    float m = -INFINITY, l = 0;
-    for (int i = 0; i < hd; i++) o[i] = 0;
-    for (int j = lo; j <= p; j++) {
-      const float *kv = kc + base + (size_t)j * kvd, *vv = vc + base + (size_t)j * kvd;
-      const float s = dot8(qv, kv, hd) * scale;
-      if (s > m) {
-        float r = expf(m - s); /* 0 on the first key */
-        l *= r;
-        for (int i = 0; i < hd; i++) o[i] *= r;
-        m = s;
-      }
-      float e = expf(s - m);
-      l += e;
-      for (int i = 0; i < hd; i++) o[i] += e * vv[i];
-    }
-    for (int i = 0; i < hd; i++) o[i] /= l;
   }
 }
 

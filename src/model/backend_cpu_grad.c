@@ -2,8 +2,8 @@
  * (backend.h, "gradients" and "training"). Matrix products are cblas_sgemm with beta = 1, so they add
  * into the gradients; the rest are OpenMP loops. Work is split so that no
  * two threads ever add into the same float: matmul's dx by column slices
- * and dw by row slices, attention's dk/dv by (sequence, kv head), rmsnorm's
- * dw by columns. */
+ * and dw by row slices, rmsnorm's dw by columns (attention's backward is in
+ * backend_cpu_attention.c). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -139,114 +139,7 @@ void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_bu
   }
 }
 
-/* ---------------------------------------------------------------- attention */
-
-/* For one query (token t, head h) with scores s_j = q.k_j / sqrt(hd) over
- * its keys, P = softmax(s), out = sum_j P_j v_j:
- *   dv_j += P_j dout,  dP_j = dout . v_j,  dS_j = P_j (dP_j - dout . out),
- *   dq += dS_j k_j / sqrt(hd),  dk_j += dS_j q / sqrt(hd),
- * with dout . out = sum_j P_j dP_j. Nothing is saved by the forward.
- * Work items are (sequence, kv head) pairs, the owners of disjoint cache
- * rows of dk/dv; a query head belongs to one kv head's group. Each item
- * takes its sequence's queries in blocks of at most ATTN_QUERY_BLOCK rows
- * and does the five products of a block as sgemm calls over the keys the
- * block can see (S = Q K^T, dP = dO V^T, dV += P^T dO, dQ = dS K,
- * dK += dS^T Q), with the mask and the softmax in between: memory is two
- * block x keys matrices per thread, never S x S. */
-enum { ATTN_QUERY_BLOCK = 128 };
-
-typedef struct {
-  float *q, *dout, *dq;   /* [block, hd] gathered query rows, their dout, their dq */
-  float *p, *dp;          /* [block, n_keys] probabilities, then dS; dout . v_j */
-  int *tok;               /* [block] batch index of each query row */
-} attn_scratch;
-
-static void attention_backward_block(const rg_attn_desc *a, const attn_scratch *w, int nq, int n_keys,
-                                     const float *kc, const float *vc, float *dkc, float *dvc, const rg_buf *q,
-                                     const rg_buf *dy, rg_buf *dq, int h) {
-  const int hd = a->head_dim, nh = a->n_heads, kvd = a->n_kv_heads * hd;
-  const float scale = 1.0f / sqrtf((float)hd);
-  const rg_batch *b = a->batch;
-  for (int i = 0; i < nq; i++) {
-    const size_t row = ((size_t)w->tok[i] * nh + h) * hd;
-    memcpy(w->q + (size_t)i * hd, q->data + row, (size_t)hd * sizeof(float));
-    memcpy(w->dout + (size_t)i * hd, dy->data + row, (size_t)hd * sizeof(float));
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys, hd, scale, w->q, hd, kc, kvd, 0.0f, w->p, n_keys);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys, hd, 1.0f, w->dout, hd, vc, kvd, 0.0f, w->dp,
-              n_keys);
-  for (int i = 0; i < nq; i++) {
-    const int pt = b->pos[w->tok[i]];
-    const int lo = a->window > 0 && pt - a->window + 1 > 0 ? pt - a->window + 1 : 0;
-    float *pr = w->p + (size_t)i * n_keys, *dpr = w->dp + (size_t)i * n_keys;
-    float m = -INFINITY;
-    for (int j = lo; j <= pt; j++)
-      if (pr[j] > m) m = pr[j];
-    double l = 0; /* sum of e_j = exp(s_j - m), as the forward computes them */
-    for (int j = lo; j <= pt; j++) l += pr[j] = expf(pr[j] - m);
-    const float inv_l = (float)(1.0 / l);
-    double dot_out = 0;
-    for (int j = lo; j <= pt; j++) dot_out += (double)(pr[j] *= inv_l) * dpr[j];
-    for (int j = 0; j < lo; j++) pr[j] = dpr[j] = 0;
-    for (int j = pt + 1; j < n_keys; j++) pr[j] = dpr[j] = 0;
-    /* dpr becomes dS (scaled): P_j (dP_j - dout . out) / sqrt(hd) */
-    for (int j = lo; j <= pt; j++) dpr[j] = pr[j] * (dpr[j] - (float)dot_out) * scale;
-  }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_keys, hd, nq, 1.0f, w->p, n_keys, w->dout, hd, 1.0f, dvc,
-              kvd);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_keys, hd, nq, 1.0f, w->dp, n_keys, w->q, hd, 1.0f, dkc, kvd);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, n_keys, 1.0f, w->dp, n_keys, kc, kvd, 0.0f, w->dq,
-              hd);
-  for (int i = 0; i < nq; i++) axpy(dq->data + ((size_t)w->tok[i] * nh + h) * hd, 1.0f, w->dq + (size_t)i * hd, hd);
-}
-
-void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
-                            const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a) {
-  const int hd = a->head_dim, nh = a->n_heads, nkv = a->n_kv_heads, group = nh / nkv;
-  const size_t kvd = (size_t)nkv * hd;
-  const rg_batch *b = a->batch;
-  int n_seqs = 0;
-  for (int t = 0; t < b->n; t++)
-    if (b->seq[t] + 1 > n_seqs) n_seqs = b->seq[t] + 1;
-  const int n_work = n_seqs * nkv;
-  const size_t block_floats = (size_t)ATTN_QUERY_BLOCK * (3 * (size_t)hd + 2 * (size_t)a->max_ctx);
-  bool out_of_memory = false;
-#pragma omp parallel num_threads(be->threads) if (n_work > 1)
-  {
-    attn_scratch w = {.q = malloc(block_floats * sizeof(float)), .tok = malloc(ATTN_QUERY_BLOCK * sizeof(int))};
-    if (!w.q || !w.tok) {
-#pragma omp atomic write
-      out_of_memory = true;
-    } else {
-      w.dout = w.q + (size_t)ATTN_QUERY_BLOCK * hd;
-      w.dq = w.dout + (size_t)ATTN_QUERY_BLOCK * hd;
-      w.p = w.dq + (size_t)ATTN_QUERY_BLOCK * hd;
-      w.dp = w.p + (size_t)ATTN_QUERY_BLOCK * a->max_ctx;
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int wi = 0; wi < n_work; wi++) {
-      if (!w.q || !w.tok) continue;
-      const int sq = wi / nkv, kvh = wi % nkv;
-      const size_t base = (size_t)sq * a->max_ctx * kvd + (size_t)kvh * hd;
-      /* the sequence's queries in batch order, a block at a time; a block
-       * sees keys 0 .. its largest position */
-      for (int t0 = 0; t0 < b->n;) {
-        int nq = 0, n_keys = 0;
-        for (; t0 < b->n && nq < ATTN_QUERY_BLOCK; t0++)
-          if (b->seq[t0] == sq) {
-            w.tok[nq++] = t0;
-            if (b->pos[t0] + 1 > n_keys) n_keys = b->pos[t0] + 1;
-          }
-        for (int h = kvh * group; nq > 0 && h < (kvh + 1) * group; h++)
-          attention_backward_block(a, &w, nq, n_keys, k_cache->data + base, v_cache->data + base,
-                                   dk_cache->data + base, dv_cache->data + base, q, dy, dq, h);
-      }
-    }
-    free(w.q);
-    free(w.tok);
-  }
-  if (out_of_memory) cpu_fail(be, "attention backward: out of memory for %zu floats of scratch per thread", block_floats);
-}
+/* ---------------------------------------------------------------- KV store */
 
 void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_cache, rg_buf *dv_cache,
                            const rg_attn_desc *a) {

@@ -1,6 +1,7 @@
 /* backend_cpu_internal.h: what the CPU backend's files share (private to
  * backend_cpu.c, which holds the forward operations and the operation
- * table, and backend_cpu_grad.c, which holds the gradient operations). */
+ * table, backend_cpu_attention.c, attention and its gradient, and
+ * backend_cpu_grad.c, the other gradient operations). */
 #ifndef RG_BACKEND_CPU_INTERNAL_H
 #define RG_BACKEND_CPU_INTERNAL_H
 
@@ -80,6 +81,13 @@ void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf
 void cpu_rope_rotate(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim, const rg_buf *inv_freq,
                      bool adjacent, float sign);
 
+/* backend_cpu_attention.c: attention and its gradient. */
+void cpu_attention(rg_backend *be, rg_buf *out, rg_buf *lse, const rg_buf *q, const rg_buf *k_cache,
+                   const rg_buf *v_cache, const rg_attn_desc *a);
+void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
+                            const rg_buf *q, const rg_buf *out, const rg_buf *lse, const rg_buf *k_cache,
+                            const rg_buf *v_cache, const rg_attn_desc *a);
+
 /* backend_cpu_grad.c: the gradient entries of the operation table. */
 void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n);
 void cpu_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width);
@@ -92,8 +100,6 @@ void cpu_rope_backward(rg_backend *be, rg_buf *dx, const rg_batch *b, int n_head
                        const rg_buf *inv_freq, bool adjacent);
 void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
                          const rg_buf *up, size_t n);
-void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
-                            const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a);
 void cpu_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_cache, rg_buf *dv_cache,
                            const rg_attn_desc *a);
 void cpu_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits, const int32_t *targets,

@@ -184,7 +184,7 @@ static void plan_rope(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads,
                       bool adjacent) {}
 static void plan_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const rg_buf *k, const rg_buf *v,
                           const rg_attn_desc *a) {}
-static void plan_attention(rg_backend *be, rg_buf *out, const rg_buf *q, const rg_buf *k_cache,
+static void plan_attention(rg_backend *be, rg_buf *out, rg_buf *lse, const rg_buf *q, const rg_buf *k_cache,
                            const rg_buf *v_cache, const rg_attn_desc *a) {}
 static void plan_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg_buf *up, size_t n) {}
 static void plan_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n) {}
@@ -204,8 +204,8 @@ static void plan_rope_backward(rg_backend *be, rg_buf *dx, const rg_batch *b, in
 static void plan_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_buf *dy, const rg_buf *gate,
                                  const rg_buf *up, size_t n) {}
 static void plan_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache,
-                                    const rg_buf *dy, const rg_buf *q, const rg_buf *k_cache, const rg_buf *v_cache,
-                                    const rg_attn_desc *a) {}
+                                    const rg_buf *dy, const rg_buf *q, const rg_buf *out, const rg_buf *lse,
+                                    const rg_buf *k_cache, const rg_buf *v_cache, const rg_attn_desc *a) {}
 static void plan_kv_store_backward(rg_backend *be, rg_buf *dk, rg_buf *dv, rg_buf *dk_cache, rg_buf *dv_cache,
                                    const rg_attn_desc *a) {}
 static void plan_cross_entropy(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_buf *logits,

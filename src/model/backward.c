@@ -41,7 +41,7 @@ int rg_session_train_alloc(rg_session *s) {
   const rg_config *c = &s->cfg;
   const size_t T = (size_t)s->max_tokens, R = (size_t)s->max_logits, d = (size_t)c->d_model;
   const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-  const size_t ff = (size_t)c->d_ff, V = (size_t)c->vocab_size;
+  const size_t ff = (size_t)c->d_ff, V = (size_t)c->vocab_size, nh = (size_t)c->n_heads;
   train_state *t = &s->tr;
   rg_backend *be = s->be;
   t->saved = calloc((size_t)c->n_layers, sizeof *t->saved);
@@ -52,17 +52,19 @@ int rg_session_train_alloc(rg_session *s) {
   for (int l = 0; l < c->n_layers; l++) {
     layer_acts *A = &t->saved[l];
     if (!(A->x_in = rg_buf_new(be, T * d)) ||
-        (keep_attention && (!(A->q = rg_buf_new(be, T * qd)) || !(A->att = rg_buf_new(be, T * qd)))))
+        (keep_attention && (!(A->q = rg_buf_new(be, T * qd)) || !(A->att = rg_buf_new(be, T * qd)) ||
+                            !(A->lse = rg_buf_new(be, T * nh)))))
       return rg_error_prefix("training activations of block %d", l);
     if (s->recompute && l > 0) { /* the rest is one block's worth, shared: rg_session_backward recomputes it */
       layer_acts own = *A;
       *A = t->saved[0];
       A->x_in = own.x_in;
-      if (keep_attention) A->q = own.q, A->att = own.att;
+      if (keep_attention) A->q = own.q, A->att = own.att, A->lse = own.lse;
       continue;
     }
     if (!(A->xn1 = rg_buf_new(be, T * d)) || (!A->q && !(A->q = rg_buf_new(be, T * qd))) ||
-        (!A->att && !(A->att = rg_buf_new(be, T * qd))) || !(A->x_mid = rg_buf_new(be, T * d)) ||
+        (!A->att && !(A->att = rg_buf_new(be, T * qd))) || (!A->lse && !(A->lse = rg_buf_new(be, T * nh))) ||
+        !(A->x_mid = rg_buf_new(be, T * d)) ||
         !(A->xn2 = rg_buf_new(be, T * d)) || !(A->gate = rg_buf_new(be, T * ff)) || !(A->up = rg_buf_new(be, T * ff)))
       return rg_error_prefix("training activations of block %d", l);
   }
@@ -90,10 +92,10 @@ void rg_session_train_free(rg_session *s) {
     for (int l = 0; l < s->cfg.n_layers; l++) {
       layer_acts *A = &t->saved[l];
       rg_buf_free(be, A->x_in);
-      if (s->recompute == RG_RECOMPUTE_MATMULS) rg_buf_free(be, A->q), rg_buf_free(be, A->att);
+      if (s->recompute == RG_RECOMPUTE_MATMULS) rg_buf_free(be, A->q), rg_buf_free(be, A->att), rg_buf_free(be, A->lse);
       if (s->recompute && l > 0) continue; /* the rest is block 0's, shared */
-      if (s->recompute == RG_RECOMPUTE_MATMULS) A->q = A->att = NULL; /* freed above */
-      rg_buf *bufs[] = {A->xn1, A->q, A->att, A->x_mid, A->xn2, A->gate, A->up};
+      if (s->recompute == RG_RECOMPUTE_MATMULS) A->q = A->att = A->lse = NULL; /* freed above */
+      rg_buf *bufs[] = {A->xn1, A->q, A->att, A->lse, A->x_mid, A->xn2, A->gate, A->up};
       for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
     }
   rg_buf *bufs[] = {t->x_final, t->h,     t->dx,       t->dxn,      t->dtmp,   t->dq,    t->dk,
@@ -296,9 +298,10 @@ static int backward_layer(rg_session *s, int l, layer_g *G) {
   lora_backward(s, l, G, LORA_O, t->datt, dattn, A->att);
   rg_buf_zero(be, t->dq, 0, nq);
   if (s->sp) {
-    if (rg_sp_attention_backward(s, l, t->dq, t->dk, t->dv, t->datt, A->q) < 0) return -1;
+    if (rg_sp_attention_backward(s, l, t->dq, t->dk, t->dv, t->datt, A->q, A->att, A->lse) < 0) return -1;
   } else {
-    rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, s->k_cache[l], s->v_cache[l], &ad);
+    rg_op_attention_backward(be, t->dq, t->dk_cache, t->dv_cache, t->datt, A->q, A->att, A->lse, s->k_cache[l],
+                             s->v_cache[l], &ad);
     rg_buf_zero(be, t->dk, 0, nkv);
     rg_buf_zero(be, t->dv, 0, nkv);
     rg_op_kv_store_backward(be, t->dk, t->dv, t->dk_cache, t->dv_cache, &ad);

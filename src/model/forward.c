@@ -269,11 +269,11 @@ static int attention(rg_session *s, int l, int n, const layer_acts *A, bool agai
   rg_lora_forward(s->w, &w->lora[LORA_V], a->v, A->xn1, n, a->lora_u);
   rg_op_rope(be, A->q, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
   rg_op_rope(be, a->k, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
-  if (s->sp) return rg_sp_attention(s, l, A->att, A->q, a->k, a->v, again);
+  if (s->sp) return rg_sp_attention(s, l, A->att, A->lse, A->q, a->k, a->v, again);
   const rg_attn_desc ad = {.batch = s->batch, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
                            .head_dim = c->head_dim, .window = c->sliding_window, .max_ctx = s->max_ctx};
   rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
-  rg_op_attention(be, A->att, A->q, s->k_cache[l], s->v_cache[l], &ad);
+  rg_op_attention(be, A->att, A->lse, A->q, s->k_cache[l], s->v_cache[l], &ad);
   return 0;
 }
 

@@ -24,6 +24,7 @@ typedef struct {
   rg_buf *xn1;   /* attention norm output */
   rg_buf *q;     /* queries after RoPE */
   rg_buf *att;   /* attention output before o_proj */
+  rg_buf *lse;   /* [T, n_heads] attention's log-sum-exps (training; Ulysses: head layout) */
   rg_buf *x_mid; /* resid_mid */
   rg_buf *xn2;   /* MLP norm output */
   rg_buf *gate, *up; /* MLP projections before the activation */
@@ -70,9 +71,9 @@ typedef struct {
    * values of this rank's heads, then their gradients */
   rg_buf *k_all, *v_all;
   /* Ulysses: the packed send and receive buffers [max_tokens, q_dim +
-   * 2 kv_dim], and attention's output, then dq, in the head layout
-   * [max_tokens, q_dim] */
-  rg_buf *sendbuf, *recvbuf, *heads;
+   * 2 kv_dim]; attention's output, and dq, in the head layout [max_tokens,
+   * q_dim] */
+  rg_buf *sendbuf, *recvbuf, *heads, *dheads;
 } sp_state;
 
 struct rg_session {
@@ -121,19 +122,20 @@ int rg_session_rerun_block(rg_session *s, int l);
  *    tokens, or -1 when this rank refused its part) and gives every token
  *    its position, as forward.c does in one process, into s->pos for this
  *    rank's tokens; unassign takes them back;
- *  - attention: block L's attention of the pass into ATT, from this rank's
- *    q, k, v (after RoPE); under Ulysses q is left in the head layout the
- *    backward reads. AGAIN: a recomputation, whose keys and values are
- *    already in the cache;
- *  - attention_backward: its gradient into this rank's dq (zero on entry),
- *    dk and dv (overwritten). */
+ *  - attention: block L's attention of the pass into ATT (and its LSE, when
+ *    not NULL), from this rank's q, k, v (after RoPE); under Ulysses q and
+ *    lse are left in the head layout the backward reads. AGAIN: a
+ *    recomputation, whose keys and values are already in the cache;
+ *  - attention_backward: its gradient, from the pass's q, att and lse,
+ *    into this rank's dq (zero on entry), dk and dv (overwritten). */
 int rg_sp_alloc(rg_session *s, rg_comm *comm, rg_sp_mode mode);
 void rg_sp_free(rg_session *s);
 int rg_sp_positions(rg_session *s, const int *seq, int n);
 void rg_sp_unassign(rg_session *s);
-int rg_sp_attention(rg_session *s, int l, rg_buf *att, rg_buf *q, const rg_buf *k, const rg_buf *v, bool again);
+int rg_sp_attention(rg_session *s, int l, rg_buf *att, rg_buf *lse, rg_buf *q, const rg_buf *k, const rg_buf *v,
+                    bool again);
 int rg_sp_attention_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf *dv, const rg_buf *datt,
-                             const rg_buf *q);
+                             const rg_buf *q, const rg_buf *att, const rg_buf *lse);
 
 /* backward.c: allocates / frees the train_state of a training session. */
 int rg_session_train_alloc(rg_session *s);

@@ -46,16 +46,16 @@ void rg_session_memory(const rg_session *s, rg_session_bytes *out) {
                   s->ablate_unit, s->actadd_vec) +
               batch_bytes(s->batch);
   if (s->sp)
-    out->work += SUM(s->sp->k_all, s->sp->v_all, s->sp->sendbuf, s->sp->recvbuf, s->sp->heads) +
+    out->work += SUM(s->sp->k_all, s->sp->v_all, s->sp->sendbuf, s->sp->recvbuf, s->sp->heads, s->sp->dheads) +
                  batch_bytes(s->sp->batch);
   out->logits = SUM(a->last, a->logits, a->losses);
   if (s->train) {
     const layer_acts *A = &t->saved[0];
     out->saved_layers = s->cfg.n_layers;
     out->saved_other = SUM(t->x_final, t->h);
-    const size_t attention = SUM(A->q, A->att), rest = SUM(A->xn1, A->x_mid, A->xn2, A->gate, A->up);
+    const size_t attention = SUM(A->q, A->att, A->lse), rest = SUM(A->xn1, A->x_mid, A->xn2, A->gate, A->up);
     /* recompute: every block keeps its input (and with MATMULS its
-     * queries and attention output); the rest is one block's, shared */
+     * queries, attention output and LSE); the rest is one block's, shared */
     out->saved_layer = buf_bytes(A->x_in) + (s->recompute == RG_RECOMPUTE_FULL ? 0 : attention) +
                        (s->recompute ? 0 : rest);
     if (s->recompute) out->saved_other += rest + (s->recompute == RG_RECOMPUTE_FULL ? attention : 0);

@@ -30,6 +30,11 @@
  * batch's keys and values, so all-gather KV gathers nothing again; Ulysses
  * exchanges the recomputed queries and the attention output again (two
  * all-to-alls of the forward's three).
+ *
+ * The attention backward reads the forward's output and log-sum-exps
+ * (backend.h): all-gather keeps both in the rank's own layout; Ulysses
+ * keeps the log-sum-exps in the head layout where the forward wrote them,
+ * and sends the output to the head shards with its gradient.
  */
 #include <stdlib.h>
 
@@ -65,8 +70,11 @@ int rg_sp_alloc(rg_session *s, rg_comm *comm, rg_sp_mode mode) {
   if (!(sp->batch = rg_batch_new(s->be, (int)all)) || !(sp->k_all = rg_buf_new(s->be, kv_rows * kvd)) ||
       !(sp->v_all = rg_buf_new(s->be, kv_rows * kvd)))
     return rg_error_prefix("sequence-parallel buffers");
-  if (sp->ulysses && (!(sp->sendbuf = rg_buf_new(s->be, T * (qd + 2 * kvd))) ||
-                      !(sp->recvbuf = rg_buf_new(s->be, T * (qd + 2 * kvd))) || !(sp->heads = rg_buf_new(s->be, T * qd))))
+  /* a token's widest exchange: q, k and v forward, or dq, dk and dv back;
+   * the output and its gradient into the backward */
+  const size_t row = qd + 2 * kvd > 2 * qd ? qd + 2 * kvd : 2 * qd;
+  if (sp->ulysses && (!(sp->sendbuf = rg_buf_new(s->be, T * row)) || !(sp->recvbuf = rg_buf_new(s->be, T * row)) ||
+                      !(sp->heads = rg_buf_new(s->be, T * qd)) || !(sp->dheads = rg_buf_new(s->be, T * qd))))
     return rg_error_prefix("sequence-parallel buffers");
   return 0;
 }
@@ -74,7 +82,7 @@ int rg_sp_alloc(rg_session *s, rg_comm *comm, rg_sp_mode mode) {
 void rg_sp_free(rg_session *s) {
   sp_state *sp = s->sp;
   if (!sp) return;
-  rg_buf *bufs[] = {sp->k_all, sp->v_all, sp->sendbuf, sp->recvbuf, sp->heads};
+  rg_buf *bufs[] = {sp->k_all, sp->v_all, sp->sendbuf, sp->recvbuf, sp->heads, sp->dheads};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(s->be, bufs[i]);
   rg_batch_free(s->be, sp->batch);
   free(sp->counts);
@@ -121,8 +129,8 @@ static rg_attn_desc desc(const rg_session *s, const rg_batch *b, int P) {
 
 /* ---------------------------------------------------------------- all-gather KV */
 
-static int gather_forward(rg_session *s, int l, rg_buf *att, const rg_buf *q, const rg_buf *k, const rg_buf *v,
-                          bool again) {
+static int gather_forward(rg_session *s, int l, rg_buf *att, rg_buf *lse, const rg_buf *q, const rg_buf *k,
+                          const rg_buf *v, bool again) {
   sp_state *sp = s->sp;
   const int P = rg_comm_size(sp->comm);
   const size_t kvd = (size_t)s->cfg.n_kv_heads * s->cfg.head_dim;
@@ -135,18 +143,19 @@ static int gather_forward(rg_session *s, int l, rg_buf *att, const rg_buf *q, co
     rg_op_kv_store(s->be, s->k_cache[l], s->v_cache[l], sp->k_all, sp->v_all, &all);
   }
   const rg_attn_desc mine = desc(s, s->batch, 1);
-  rg_op_attention(s->be, att, q, s->k_cache[l], s->v_cache[l], &mine);
+  rg_op_attention(s->be, att, lse, q, s->k_cache[l], s->v_cache[l], &mine);
   return 0;
 }
 
 static int gather_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf *dv, const rg_buf *datt,
-                           const rg_buf *q) {
+                           const rg_buf *q, const rg_buf *att, const rg_buf *lse) {
   sp_state *sp = s->sp;
   train_state *t = &s->tr;
   const int P = rg_comm_size(sp->comm);
   const size_t kvd = (size_t)s->cfg.n_kv_heads * s->cfg.head_dim;
   const rg_attn_desc mine = desc(s, s->batch, 1), all = desc(s, sp->batch, 1);
-  rg_op_attention_backward(s->be, dq, t->dk_cache, t->dv_cache, datt, q, s->k_cache[l], s->v_cache[l], &mine);
+  rg_op_attention_backward(s->be, dq, t->dk_cache, t->dv_cache, datt, q, att, lse, s->k_cache[l], s->v_cache[l],
+                           &mine);
   /* this rank's share of every row's gradient (k_all / v_all are free:
    * the cache holds the keys and values), then each row's sum to its owner */
   rg_buf_zero(s->be, sp->k_all, 0, sp->total * kvd);
@@ -226,9 +235,11 @@ static int from_heads(rg_session *s, int nx, const rg_buf *const *x, rg_buf *con
 }
 
 /* Forward: q (this rank's tokens, all heads) is replaced by the batch's
- * queries of this rank's heads (what the backward reads as the saved q). */
-static int ulysses_forward(rg_session *s, int l, rg_buf *att, rg_buf *q, const rg_buf *k, const rg_buf *v,
-                           bool again) {
+ * queries of this rank's heads, and lse is written in that layout ([total,
+ * n_heads / P], no larger than this rank's [n, n_heads]): what the backward
+ * reads as the saved q and lse. */
+static int ulysses_forward(rg_session *s, int l, rg_buf *att, rg_buf *lse, rg_buf *q, const rg_buf *k,
+                           const rg_buf *v, bool again) {
   sp_state *sp = s->sp;
   const rg_config *c = &s->cfg;
   const int P = rg_comm_size(sp->comm);
@@ -239,14 +250,14 @@ static int ulysses_forward(rg_session *s, int l, rg_buf *att, rg_buf *q, const r
     return rg_error_prefix("block %d: queries, keys and values to head shards", l);
   const rg_attn_desc heads = desc(s, sp->batch, P);
   if (!again) rg_op_kv_store(s->be, s->k_cache[l], s->v_cache[l], sp->k_all, sp->v_all, &heads);
-  rg_op_attention(s->be, sp->heads, q, s->k_cache[l], s->v_cache[l], &heads);
+  rg_op_attention(s->be, sp->heads, lse, q, s->k_cache[l], s->v_cache[l], &heads);
   if (from_heads(s, 1, (const rg_buf *[]){sp->heads}, (rg_buf *[]){att}, nh) < 0)
     return rg_error_prefix("block %d: attention output to sequence shards", l);
   return 0;
 }
 
 static int ulysses_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf *dv, const rg_buf *datt,
-                            const rg_buf *q) {
+                            const rg_buf *q, const rg_buf *att, const rg_buf *lse) {
   sp_state *sp = s->sp;
   train_state *t = &s->tr;
   const rg_config *c = &s->cfg;
@@ -254,27 +265,33 @@ static int ulysses_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf
   const int nh[3] = {c->n_heads, c->n_kv_heads, c->n_kv_heads};
   const size_t qw = (size_t)c->n_heads / P * c->head_dim, kw = (size_t)c->n_kv_heads / P * c->head_dim;
   /* the output gradient in head shards lands in dq's room (zero on entry,
-   * overwritten by the returning gradients below) */
-  if (to_heads(s, 1, (const rg_buf *[]){datt}, (rg_buf *[]){dq}, nh) < 0)
-    return rg_error_prefix("block %d: output gradient to head shards", l);
+   * overwritten by the returning gradients below), the output itself, which
+   * the backward reads with it, in sp->heads */
+  const int nh_out[2] = {c->n_heads, c->n_heads};
+  if (to_heads(s, 2, (const rg_buf *[]){datt, att}, (rg_buf *[]){dq, sp->heads}, nh_out) < 0)
+    return rg_error_prefix("block %d: output and its gradient to head shards", l);
   const rg_attn_desc heads = desc(s, sp->batch, P);
-  rg_buf_zero(s->be, sp->heads, 0, sp->total * qw);
-  rg_op_attention_backward(s->be, sp->heads, t->dk_cache, t->dv_cache, dq, q, s->k_cache[l], s->v_cache[l], &heads);
+  rg_buf_zero(s->be, sp->dheads, 0, sp->total * qw);
+  rg_op_attention_backward(s->be, sp->dheads, t->dk_cache, t->dv_cache, dq, q, sp->heads, lse, s->k_cache[l],
+                           s->v_cache[l], &heads);
   rg_buf_zero(s->be, sp->k_all, 0, sp->total * kw);
   rg_buf_zero(s->be, sp->v_all, 0, sp->total * kw);
   rg_op_kv_store_backward(s->be, sp->k_all, sp->v_all, t->dk_cache, t->dv_cache, &heads);
-  if (from_heads(s, 3, (const rg_buf *[]){sp->heads, sp->k_all, sp->v_all}, (rg_buf *[]){dq, dk, dv}, nh) < 0)
+  if (from_heads(s, 3, (const rg_buf *[]){sp->dheads, sp->k_all, sp->v_all}, (rg_buf *[]){dq, dk, dv}, nh) < 0)
     return rg_error_prefix("block %d: query, key and value gradients to sequence shards", l);
   return 0;
 }
 
 /* ---------------------------------------------------------------- entry points */
 
-int rg_sp_attention(rg_session *s, int l, rg_buf *att, rg_buf *q, const rg_buf *k, const rg_buf *v, bool again) {
-  return s->sp->ulysses ? ulysses_forward(s, l, att, q, k, v, again) : gather_forward(s, l, att, q, k, v, again);
+int rg_sp_attention(rg_session *s, int l, rg_buf *att, rg_buf *lse, rg_buf *q, const rg_buf *k, const rg_buf *v,
+                    bool again) {
+  return s->sp->ulysses ? ulysses_forward(s, l, att, lse, q, k, v, again)
+                        : gather_forward(s, l, att, lse, q, k, v, again);
 }
 
 int rg_sp_attention_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf *dv, const rg_buf *datt,
-                             const rg_buf *q) {
-  return s->sp->ulysses ? ulysses_backward(s, l, dq, dk, dv, datt, q) : gather_backward(s, l, dq, dk, dv, datt, q);
+                             const rg_buf *q, const rg_buf *att, const rg_buf *lse) {
+  return s->sp->ulysses ? ulysses_backward(s, l, dq, dk, dv, datt, q, att, lse)
+                        : gather_backward(s, l, dq, dk, dv, datt, q, att, lse);
 }

@@ -85,10 +85,11 @@ def swiglu_case():
     return {"n": n, "gate": flat(g), "up": flat(u), "dy": flat(dy), "dgate": flat(g.grad), "dup": flat(u.grad)}
 
 
-def attention_case(window):
-    nh, nkv, hd = 4, 2, 8
-    # two sequences, their tokens interleaved in the batch as a ragged batch
-    seq = [0, 1, 0, 1, 1, 0, 1]
+def attention_case(window, seq=(0, 1, 0, 1, 1, 0, 1), nh=4, nkv=2, hd=8):
+    """Causal GQA attention over a ragged batch: token t belongs to sequence
+    seq[t], at the next position of that sequence (the default interleaves
+    two sequences). lse is each query's log-sum-exp of its visible scaled
+    scores, what the forward keeps for the backward."""
     pos, count = [], {}
     for s_ in seq:
         pos.append(count.get(s_, 0))
@@ -96,7 +97,7 @@ def attention_case(window):
     T = len(seq)
     q, k, v, dy = f32(T, nh * hd), f32(T, nkv * hd), f32(T, nkv * hd), f32(T, nh * hd)
     group = nh // nkv
-    outs = []
+    outs, lse = [], []
     for t in range(T):
         heads = []
         for h in range(nh):
@@ -105,13 +106,14 @@ def attention_case(window):
                   and (window == 0 or pos[j] > pos[t] - window)]
             kk = torch.stack([k[j, kvh * hd:(kvh + 1) * hd] for j in js])
             vv = torch.stack([v[j, kvh * hd:(kvh + 1) * hd] for j in js])
-            p = torch.softmax(kk @ q[t, h * hd:(h + 1) * hd] / math.sqrt(hd), dim=0)
-            heads.append(p @ vv)
+            scores = kk @ q[t, h * hd:(h + 1) * hd] / math.sqrt(hd)
+            lse.append(float(torch.logsumexp(scores.detach(), dim=0)))
+            heads.append(torch.softmax(scores, dim=0) @ vv)
         outs.append(torch.cat(heads))
     y = torch.stack(outs)
     (y * dy).sum().backward()
-    return {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "window": window, "seq": seq, "pos": pos,
-            "q": flat(q), "k": flat(k), "v": flat(v), "y": flat(y), "dy": flat(dy),
+    return {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "window": window, "seq": list(seq), "pos": pos,
+            "q": flat(q), "k": flat(k), "v": flat(v), "y": flat(y), "lse": lse, "dy": flat(dy),
             "dq": flat(q.grad), "dk": flat(k.grad), "dv": flat(v.grad)}
 
 
@@ -145,6 +147,13 @@ def main():
         "embed": embed_case(),
         "cross_entropy": cross_entropy_case(),
     }
+    # Sequences longer than the CPU kernel's tiles (32 query tokens, 128
+    # keys; backend_cpu_attention.c), interleaved unevenly, with groups of 3
+    # query heads as in SmolLM2; a window that cuts through key tiles. Drawn
+    # last so the cases above keep their values.
+    long_seq = [0, 1, 1, 1] * 40 + [1] * 40
+    cases["attention"] += [attention_case(0, long_seq, nh=6, nkv=2, hd=4),
+                           attention_case(70, long_seq, nh=6, nkv=2, hd=4)]
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         json.dump(cases, f, indent=1)
