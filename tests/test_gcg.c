@@ -208,9 +208,16 @@ static void test_prefix_cache_smollm2(void **state) {
   const int L = c.n_suffix;
   int32_t cands[N_CANDS * CAP];
   uint64_t r = 7;
+  /* candidate j keeps the current suffix before position j * L / 5 (the
+   * part run once and shared) and draws the rest; the last two are the
+   * current suffix itself and one that changes only its last token */
   for (int j = 0; j < N_CANDS; j++)
-    for (int p = 0; p < L; p++) cands[j * L + p] = (int32_t)(100 + (rg_splitmix64(&r) % 2000));
-  /* shared prefix: 3 candidates per batch beside the prefix (3 batches, the last ragged) */
+    for (int p = 0; p < L; p++)
+      cands[j * L + p] = p < j * L / 5 ? ids[c.suffix_start + p] : (int32_t)(100 + (rg_splitmix64(&r) % 2000));
+  memcpy(cands + (N_CANDS - 2) * L, ids + c.suffix_start, (size_t)L * sizeof *cands);
+  memcpy(cands + (N_CANDS - 1) * L, ids + c.suffix_start, (size_t)L * sizeof *cands);
+  cands[N_CANDS * L - 1] = 1234;
+  /* at most 3 candidates per batch beside the shared tokens (3 batches, the last ragged) */
   rg_session_opts co = {.max_batch_tokens = 3 * n, .max_logit_rows = 3 * c.n_target};
   rg_session *cached = t_session(m, 2, RG_WEIGHTS_AUTO, 4, n, &co);
   float got[N_CANDS];

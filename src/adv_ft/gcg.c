@@ -119,50 +119,70 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
 
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses) {
   if (check_case(c) < 0) return -1;
-  /* Every candidate shares the tokens before the suffix: they are run once
-   * into sequence 0, which each candidate's sequence forks (its KV cache
-   * rows copied), so only suffix | after | target is computed per
-   * candidate. */
-  const int n = c->n, nt = c->n_target, P = c->suffix_start, tail = n - P;
-  int chunk = rg_session_max_seqs(s) - 1;
-  if (rg_session_max_batch_tokens(s) / tail < chunk) chunk = rg_session_max_batch_tokens(s) / tail;
-  if (rg_session_max_logit_rows(s) / nt < chunk) chunk = rg_session_max_logit_rows(s) / nt;
-  if (chunk < 1 || n > rg_session_max_ctx(s) || P > rg_session_max_batch_tokens(s))
+  /* A candidate shares with the current test case every token before its
+   * first changed suffix position (HarmBench's candidates change one
+   * position each, so on average half the suffix is shared beside the
+   * prefix). Those tokens of the current case are run once into sequence
+   * 0; each candidate's sequence forks sequence 0's first cut[j] tokens
+   * (their KV cache rows copied) and runs only the rest. A candidate's
+   * run starts at the first row whose logits the loss reads, at the
+   * latest. */
+  const int n = c->n, nt = c->n_target, P = c->suffix_start, last_cut = n - nt - 1;
+  const int max_tokens = rg_session_max_batch_tokens(s), max_seqs = rg_session_max_seqs(s) - 1;
+  const int max_rows = rg_session_max_logit_rows(s);
+  if (max_seqs < 1 || n - P > max_tokens || nt > max_rows || n > rg_session_max_ctx(s))
     return rg_error_set("gcg: the session cannot hold a %d-token prefix and one %d-token candidate with %d target "
-                        "rows beside it", P, tail, nt);
-  int32_t *ids = malloc((size_t)chunk * tail * sizeof *ids), *targets = malloc((size_t)chunk * nt * sizeof *targets);
-  int *seq = malloc((size_t)chunk * tail * sizeof *seq), *rows = malloc((size_t)chunk * nt * sizeof *rows);
-  float *row_loss = malloc((size_t)chunk * nt * sizeof *row_loss);
-  int rc = ids && targets && seq && rows && row_loss ? 0 : rg_error_set("gcg: out of memory");
-  rg_session_reset(s);
-  if (rc == 0 && P > 0) {
-    int *prefix_seq = calloc((size_t)P, sizeof *prefix_seq);
-    rc = prefix_seq ? rg_session_eval(s, c->ids, prefix_seq, P, NULL, 0, NULL) : rg_error_set("gcg: out of memory");
-    free(prefix_seq);
+                        "rows beside it", P, n - P, nt);
+  int32_t *ids = malloc((size_t)max_tokens * sizeof *ids), *targets = malloc((size_t)max_rows * sizeof *targets);
+  int *seq = malloc((size_t)max_tokens * sizeof *seq), *rows = malloc((size_t)max_rows * sizeof *rows);
+  int *cut = malloc((size_t)(n_cands > 0 ? n_cands : 1) * sizeof *cut);
+  float *row_loss = malloc((size_t)max_rows * sizeof *row_loss);
+  int rc = ids && targets && seq && rows && cut && row_loss ? 0 : rg_error_set("gcg: out of memory");
+  int shared = P; /* tokens of the current case sequence 0 holds */
+  for (int j = 0; rc == 0 && j < n_cands; j++) {
+    const int32_t *x = cands + (size_t)j * c->n_suffix;
+    int p = 0;
+    while (p < c->n_suffix && x[p] == c->ids[P + p]) p++;
+    cut[j] = P + p < last_cut ? P + p : last_cut;
+    if (cut[j] > shared) shared = cut[j];
   }
-  for (int j0 = 0; rc == 0 && j0 < n_cands; j0 += chunk) {
-    const int k = n_cands - j0 < chunk ? n_cands - j0 : chunk;
-    for (int b = 0; rc == 0 && b < k; b++) {
-      int32_t *x = ids + (size_t)b * tail;
-      memcpy(x, cands + (size_t)(j0 + b) * c->n_suffix, (size_t)c->n_suffix * sizeof *x);
-      memcpy(x + c->n_suffix, c->ids + P + c->n_suffix, (size_t)(tail - c->n_suffix) * sizeof *x);
-      for (int i = 0; i < tail; i++) seq[b * tail + i] = b + 1;
+  rg_session_reset(s);
+  for (int at = 0; rc == 0 && at < shared; at += max_tokens) { /* sequence 0, in passes the session holds */
+    const int len = shared - at < max_tokens ? shared - at : max_tokens;
+    memset(seq, 0, (size_t)len * sizeof *seq);
+    rc = rg_session_eval(s, c->ids + at, seq, len, NULL, 0, NULL);
+  }
+  for (int j0 = 0; rc == 0 && j0 < n_cands;) {
+    /* as many candidates as the session's tokens, sequences and logit rows allow */
+    int k = 0, tokens = 0;
+    while (j0 + k < n_cands && k < max_seqs && tokens + n - cut[j0 + k] <= max_tokens && (k + 1) * nt <= max_rows) {
+      const int j = j0 + k, from = cut[j], tail = n - from;
+      int32_t *x = ids + tokens;
+      memcpy(x, c->ids + from, (size_t)tail * sizeof *x);
+      if (from < P + c->n_suffix)
+        memcpy(x, cands + (size_t)j * c->n_suffix + (from - P), (size_t)(P + c->n_suffix - from) * sizeof *x);
+      for (int i = 0; i < tail; i++) seq[tokens + i] = k + 1;
       for (int r = 0; r < nt; r++) {
-        rows[b * nt + r] = b * tail + tail - nt - 1 + r;
-        targets[b * nt + r] = c->ids[n - nt + r];
+        rows[k * nt + r] = tokens + (n - nt - 1 + r) - from; /* position t predicts token t + 1 */
+        targets[k * nt + r] = c->ids[n - nt + r];
       }
-      rc = rg_session_fork(s, 0, b + 1);
+      rc = rg_session_fork(s, 0, k + 1);
+      if (rc < 0) break;
+      rg_session_truncate(s, k + 1, from);
+      tokens += tail;
+      k++;
     }
     /* The cross entropy runs on the backend: only k * nt losses come back,
      * not k * nt rows of vocabulary-sized logits. */
-    if (rc == 0) rc = rg_session_eval_ce(s, ids, seq, k * tail, rows, targets, k * nt, row_loss);
+    if (rc == 0) rc = rg_session_eval_ce(s, ids, seq, tokens, rows, targets, k * nt, row_loss);
     for (int b = 0; rc == 0 && b < k; b++) {
       double sum = 0;
       for (int r = 0; r < nt; r++) sum += row_loss[b * nt + r];
       losses[j0 + b] = (float)(sum / nt);
     }
+    j0 += k;
   }
-  free(ids), free(targets), free(seq), free(rows), free(row_loss);
+  free(ids), free(targets), free(seq), free(rows), free(cut), free(row_loss);
   return rc < 0 ? rg_error_prefix("gcg candidate losses") : 0;
 }
 

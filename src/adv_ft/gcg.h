@@ -73,10 +73,13 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
                    int top_k, int search_width, uint64_t *rng, int32_t *cands);
 
 /* Step 3: losses[j] of the case with suffix cands[j], for j < n_cands, on a
- * session of at least 2 sequences. The tokens before the suffix are run once
- * into sequence 0 and forked (rg_session_fork) into sequences 1..max_seqs-1,
- * which take the candidates' suffix | after | target in batches (bounded by
- * max_batch_tokens and max_logit_rows too). Returns 0 or -1. */
+ * session of at least 2 sequences. The current case's tokens before the
+ * first suffix position any candidate changes are run once into sequence
+ * 0; each candidate forks (rg_session_fork) the part it shares, up to its
+ * own first changed position, into one of sequences 1..max_seqs-1 and runs
+ * the rest of its suffix | after | target, in batches bounded by
+ * max_seqs - 1, max_batch_tokens and max_logit_rows. The session must hold
+ * one whole suffix | after | target. Returns 0 or -1. */
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses);
 
 /* keep[j] = whether candidate j (cands[j * L .. +L)) decodes and re-encodes

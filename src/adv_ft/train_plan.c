@@ -76,7 +76,8 @@ rg_model *rg_train_plan_model(rg_train_plan *p, const char *path) {
  * at most SUFFIX tokens (pool.h: 15 to 20), all counted as if live at once:
  * rg_gcg_run's token gradient [suffix, vocab], candidates and their losses;
  * rg_gcg_token_grad's embedding gradient [n, d]; rg_gcg_sample's top-k
- * table and ranking array; rg_gcg_candidate_losses' chunk arrays. */
+ * table and ranking array; rg_gcg_candidate_losses' batch arrays (the
+ * candidate session's tokens and logit rows) and each candidate's cut. */
 enum { SUFFIX = 20 };
 static size_t gcg_host_bytes(const rg_train_config *c, const rg_config *m) {
   if (c->gcg_steps < 1) return 0;
@@ -84,7 +85,8 @@ static size_t gcg_host_bytes(const rg_train_config *c, const rg_config *m) {
   const size_t sw = (size_t)c->search_width, chunk = (size_t)c->gcg_batch;
   return L * V * sizeof(float) + sw * L * sizeof(int32_t) + sw * sizeof(float) + n * (size_t)m->d_model * sizeof(float) +
          L * (size_t)c->top_k * sizeof(int32_t) + V * (sizeof(float) + sizeof(int32_t)) +
-         chunk * n * (sizeof(int32_t) + sizeof(int)) + chunk * nt * (sizeof(int32_t) + sizeof(int) + sizeof(float));
+         chunk * n * (sizeof(int32_t) + sizeof(int)) + chunk * nt * (sizeof(int32_t) + sizeof(int) + sizeof(float)) +
+         sw * sizeof(int);
 }
 
 int rg_train_plan_fill(rg_train_plan *p, const rg_train_config *c, rg_weights *w, const rg_session *train,
