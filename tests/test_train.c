@@ -264,6 +264,23 @@ static void expect_error(const char *config, const char *dir, const char *more, 
   free(err);
 }
 
+/* Utility examples packed into 32-token sequences (TRL's packing; the
+ * packing itself is test_utility_data's): the run trains on them and logs
+ * a utility loss. */
+static void test_utility_packing(void **state) {
+  (void)state;
+  char *dir = run_dir("train_packed"), *c = write_config("train_packed.ini", "", ""), *err = NULL;
+  if (train(c, dir, "--utility-packing on --utility-labels all --max-utility-tokens 32 --updates 1 --save-steps 1",
+            &err) != 0)
+    fail_msg("%s", err);
+  char *log = file_in(dir, "train_log.csv");
+  const char *row = strchr(log, '\n');
+  assert_non_null(row);
+  print_message("packed run's log: %s", row + 1);
+  assert_true(strlen(row + 1) > 10);
+  free(log), free(err), free(c), free(dir);
+}
+
 static void test_bad_input(void **state) {
   (void)state;
   char *dir = run_dir("train_bad");
@@ -280,6 +297,8 @@ static void test_bad_input(void **state) {
   expect_error(c, dir, "--lr fast", "lr: \"fast\" is not a number");
   expect_error(c, dir, "--grad-accum 0", "grad_accum: 0 is below 1");
   expect_error(c, dir, "--learning-rate 1", "unknown flag '--learning-rate'");
+  expect_error(c, dir, "--utility-packing on --utility-labels assistant",
+               "utility_packing: a packed sequence supervises every token; set utility_labels = all");
   char *lora = write_config("train_lora.ini", "mode = lora\nlora_targets = q,x\n", "");
   expect_error(lora, dir, "", "lora_targets");
   free(lora);
@@ -330,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_resume_after_kill),
       cmocka_unit_test(test_checkpoints_reload),
       cmocka_unit_test(test_lora_resume_after_kill),
+      cmocka_unit_test(test_utility_packing),
       cmocka_unit_test(test_bad_input),
   };
   const int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -86,6 +86,49 @@ static void test_jsonl_ids_and_labels(void **state) {
   free(path);
 }
 
+/* Packing as TRL 0.7.4's ConstantLengthDataset: transformers' ids of every
+ * conversation, each followed by EOS, cut every LEN tokens, the partial
+ * last sequence dropped, every token supervised. 50 tokens: sequences
+ * that start and end inside conversations. */
+static void test_pack(void **state) {
+  (void)state;
+  char *path = t_fixture_path("utility/conversations.jsonl");
+  const cJSON *conv = cJSON_GetObjectItemCaseSensitive(EXPECTED, "conversations");
+  rg_utility_set *u = jsonl_or_fail(path, 4096, RG_UTILITY_LABELS_ALL);
+  const int32_t eos = rg_tokenizer_eos(M->tokenizer);
+  enum { LEN = 50 };
+  int stream_n = 0;
+  for (int i = 0; i < cJSON_GetArraySize(conv); i++)
+    stream_n += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(conv, i), "ids")) + 1;
+  int32_t *stream = malloc((size_t)stream_n * sizeof *stream);
+  int at = 0;
+  for (int i = 0; i < cJSON_GetArraySize(conv); i++) {
+    const cJSON *id;
+    cJSON_ArrayForEach(id, cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(conv, i), "ids")) stream[at++] = id->valueint;
+    stream[at++] = eos;
+  }
+  rg_utility_set *p = rg_utility_pack(u, LEN, eos);
+  if (!p) fail_msg("%s", rg_error_get());
+  assert_true(stream_n >= 2 * LEN); /* the fixture makes more than one sequence */
+  assert_int_equal(rg_utility_count(p), stream_n / LEN);
+  for (int s = 0; s < rg_utility_count(p); s++) {
+    const rg_utility_example *e = rg_utility_get(p, s);
+    assert_int_equal(e->n, LEN);
+    assert_int_equal(e->label_from, 0);
+    for (int k = 0; k < LEN; k++)
+      if (e->ids[k] != stream[s * LEN + k]) fail_msg("sequence %d token %d: %d, TRL's %d", s, k, e->ids[k], stream[s * LEN + k]);
+  }
+  rg_utility_free(p);
+  /* too short a sequence, or a stream shorter than one sequence */
+  assert_null(rg_utility_pack(u, 1, eos));
+  assert_non_null(strstr(rg_error_get(), "sequences of 1 tokens"));
+  assert_null(rg_utility_pack(u, stream_n + 1, eos));
+  assert_non_null(strstr(rg_error_get(), "fewer than one"));
+  rg_utility_free(u);
+  free(stream);
+  free(path);
+}
+
 /* max_len cuts an example; a prompt that reaches max_len skips it. */
 static void test_jsonl_max_len(void **state) {
   (void)state;
@@ -274,6 +317,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jsonl_ids_and_labels),
       cmocka_unit_test(test_jsonl_max_len),
+      cmocka_unit_test(test_pack),
       cmocka_unit_test(test_jsonl_errors),
       cmocka_unit_test(test_completions),
   };

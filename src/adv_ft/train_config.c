@@ -88,6 +88,9 @@ static const key_def KEYS[] = {
     {"data", "utility_per_step", K_INT, F(utility_per_step), "8", 0, NULL, "utility examples per micro-batch"},
     {"data", "utility_labels", K_STR, F(utility_labels), "all", 0, "all|assistant",
      "supervised utility tokens: all (HarmBench) or the replies only"},
+    {"data", "utility_packing", K_STR, F(utility_packing), "off", 0, "off|on",
+     "on: the utility examples, each closed by EOS, packed into sequences of max_utility_tokens (HarmBench's TRL "
+     "packing; needs utility_labels = all)"},
     {"data", "max_case_tokens", K_INT, F(max_case_tokens), "256", 8, NULL, "refgeo: longest test case with its target"},
     {"data", "max_utility_tokens", K_INT, F(max_utility_tokens), "2048", 8, NULL, "longest utility example (HarmBench: 2048)"},
 };
@@ -355,6 +358,8 @@ int rg_train_config_check(rg_train_config *c) {
   if (c->recompute > 2) return rg_error_set("recompute: %d is not 0, 1 or 2", c->recompute);
   if (c->beta1 >= 1 || c->beta2 >= 1) return rg_error_set("beta1, beta2: must be below 1");
   if (strcmp(c->refusal_target, "") == 0) return rg_error_set("refusal_target: empty");
+  if (strcmp(c->utility_packing, "on") == 0 && strcmp(c->utility_labels, "all") != 0)
+    return rg_error_set("utility_packing: a packed sequence supervises every token; set utility_labels = all");
   return 0;
 }
 

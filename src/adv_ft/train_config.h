@@ -73,6 +73,7 @@ typedef struct {
   int utility_max_new_tokens;
   int utility_per_step; /* utility examples per micro-batch */
   char *utility_labels; /* "assistant" or "all" */
+  char *utility_packing; /* "off", or "on": sequences of max_utility_tokens (utility_data.h rg_utility_pack) */
   int max_case_tokens;  /* a test case with its longest target */
   int max_utility_tokens;
 

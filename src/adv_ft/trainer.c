@@ -180,6 +180,10 @@ static int open_utility(rg_trainer *t) {
   const rg_train_config *c = &t->cfg;
   if (c->utility_per_step == 0) return 0;
   const rg_utility_labels labels = strcmp(c->utility_labels, "all") == 0 ? RG_UTILITY_LABELS_ALL : RG_UTILITY_LABELS_ASSISTANT;
+  /* packed, a conversation is not cut at max_utility_tokens but continues
+   * into the next sequence (TRL) */
+  const bool pack = strcmp(c->utility_packing, "on") == 0;
+  const int max_len = pack ? 1 << 24 : c->max_utility_tokens;
   if (strcmp(c->utility, "harmless") == 0) {
     /* every rank generates the same replies (the same model, greedy, the
      * same threads); ranks other than the writer read the run's cache when
@@ -196,16 +200,23 @@ static int open_utility(rg_trainer *t) {
                                             .max_prompts = c->utility_prompts,
                                             .max_new_tokens = c->utility_max_new_tokens,
                                             .cache_path = cache,
-                                            .max_len = c->max_utility_tokens,
+                                            .max_len = max_len,
                                             .labels = labels,
                                             .progress = t->writer ? stderr : NULL};
     t->utility = rg_utility_from_completions(t->w, &t->tmpl, &go, NULL);
     if (own[0]) remove(cache);
     free(cache);
   } else {
-    t->utility = rg_utility_from_jsonl(t->m, &t->tmpl, c->utility, c->max_utility_tokens, labels);
+    t->utility = rg_utility_from_jsonl(t->m, &t->tmpl, c->utility, max_len, labels);
   }
   if (!t->utility) return -1;
+  if (pack) {
+    if (rg_tokenizer_eos(t->m->tokenizer) < 0)
+      return rg_error_set("utility_packing: the tokenizer has no EOS to close each example with");
+    rg_utility_set *packed = rg_utility_pack(t->utility, c->max_utility_tokens, rg_tokenizer_eos(t->m->tokenizer));
+    rg_utility_free(t->utility);
+    if (!(t->utility = packed)) return rg_error_prefix("%s", c->utility);
+  }
   if (rg_utility_count(t->utility) < 1) return rg_error_set("%s: no utility examples", c->utility);
   return 0;
 }

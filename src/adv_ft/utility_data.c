@@ -292,3 +292,53 @@ rg_utility_set *rg_utility_from_completions(const rg_weights *w, const rg_chat_t
   if (generated) *generated = true;
   return rg_utility_from_jsonl(m, t, o->cache_path, o->max_len, o->labels);
 }
+
+/* ------------------------------------------------------------------ packing */
+
+rg_utility_set *rg_utility_pack(const rg_utility_set *u, int len, int32_t sep) {
+  if (len < 2) {
+    rg_error_set("utility packing: sequences of %d tokens", len);
+    return NULL;
+  }
+  long stream = 0; /* tokens of the examples, each followed by SEP */
+  for (int i = 0; i < u->n; i++) stream += u->items[i].n + 1L;
+  if (stream < len) {
+    rg_error_set("utility packing: the %d examples hold %ld tokens with their separators, fewer than one %d-token "
+                 "sequence", u->n, stream, len);
+    return NULL;
+  }
+  rg_utility_set *out = calloc(1, sizeof *out);
+  if (!out) {
+    rg_error_set("out of memory");
+    return NULL;
+  }
+  out->skipped = u->skipped;
+  int32_t *chunk = NULL; /* the sequence being filled, HAVE tokens so far */
+  int have = 0;
+  bool ok = true;
+  for (int i = 0; ok && i < u->n; i++) {
+    const rg_utility_example *e = &u->items[i];
+    for (int k = 0; ok && k <= e->n; k++) {
+      if (!chunk && !(chunk = malloc((size_t)len * sizeof *chunk))) {
+        ok = false;
+        break;
+      }
+      chunk[have++] = k < e->n ? e->ids[k] : sep;
+      if (have < len) continue;
+      const rg_utility_example packed = {.ids = chunk, .n = len, .label_from = 0};
+      if (push(out, &packed) < 0) {
+        ok = false;
+        break;
+      }
+      chunk = NULL;
+      have = 0;
+    }
+  }
+  free(chunk); /* the last partial sequence, dropped as TRL drops it (or one push failed to take) */
+  if (!ok) {
+    rg_utility_free(out);
+    rg_error_set("out of memory");
+    return NULL;
+  }
+  return out;
+}

@@ -22,11 +22,13 @@
  * tokenizer). Decisions, against HarmBench's recipe:
  *  - No empty system message is inserted (HarmBench's alignment-handbook
  *    does, data.py:35-42): a file that wants one has it in its messages.
- *  - No packing: each example is its own sequence of the ragged batch,
- *    where TRL packs the stream into 2048-token chunks with no attention
- *    boundary between conversations (notes 1.10). Packing only saves pad
- *    compute, which a padding-free batch (forward.h) does not spend, and
- *    it lets a conversation attend to the one before it.
+ *  - No packing by default: each example is its own sequence of the ragged
+ *    batch, where TRL packs the stream into 2048-token chunks with no
+ *    attention boundary between conversations (notes 1.10). Packing only
+ *    saves pad compute, which a padding-free batch (forward.h) does not
+ *    spend, and it lets a conversation attend to the one before it.
+ *    rg_utility_pack packs as TRL does, for fidelity or for long-context
+ *    training (the trainer's utility_packing).
  *  - No extra EOS after the conversation (TRL's packing appends one as a
  *    document separator); the template's own end of turn closes it.
  *  - Conversations must end with an assistant message (the reply to learn)
@@ -118,6 +120,19 @@ typedef struct {
  * were generated now. NULL with the error set. */
 rg_utility_set *rg_utility_from_completions(const rg_weights *w, const rg_chat_template *t,
                                             const rg_utility_completions_opts *o, bool *generated);
+
+/* U's examples packed into sequences of exactly LEN tokens, as TRL 0.7.4's
+ * ConstantLengthDataset packs HarmBench's SFT data (notes 1.10): every
+ * example in order followed by SEP (the tokenizer's EOS, TRL's
+ * concat_token_id), the stream cut every LEN tokens, the last partial
+ * sequence dropped. Every token is supervised (label_from = 0, the labels
+ * of RG_UTILITY_LABELS_ALL), and a conversation attends to the one before
+ * it in its sequence, as in TRL. TRL cuts each buffer of texts it
+ * tokenizes (about LEN * 3.6 * 1024 characters) and drops each buffer's
+ * remainder; this packs the whole set as one stream. U is left as it is.
+ * NULL with the error set: LEN < 2, fewer tokens than one sequence, out of
+ * memory. */
+rg_utility_set *rg_utility_pack(const rg_utility_set *u, int len, int32_t sep);
 
 int rg_utility_count(const rg_utility_set *u);
 /* Example I (0 <= i < count), owned by the set. */
