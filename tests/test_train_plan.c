@@ -252,6 +252,27 @@ static void expect_error(const char *args, const char *needle) {
   free(err);
 }
 
+/* recompute auto with nothing fitting one rank names the fewest
+ * sequence-parallel ranks that fit, and says when none does. LoRA on the
+ * Mistral-7B shapes with one utility sequence of 32768 tokens: 91.6 GiB per
+ * rank alone, with the activations and KV cache the excess, which 2 ranks
+ * (Ulysses: 8 KV heads) split; full fine-tuning: the weights, gradients and
+ * moments alone (108 GiB) exceed 80 GiB on every rank. */
+static void test_fewest_ranks(void **state) {
+  (void)state;
+  char *ini = t_data_path("r2d2-harmbench.ini"), *model = t_data_path("shapes/mistral-7b-v0.1");
+  char args[1024];
+  snprintf(args, sizeof args,
+           "train --plan --config %s --model %s --mode lora --device gpu:80G --recompute auto --utility-per-step 1 "
+           "--max-utility-tokens 32768",
+           ini, model);
+  expect_error(args, "sp = 2 fits, each rank on a GPU of its own");
+  snprintf(args, sizeof args, "train --plan --config %s --model %s --mode full --device gpu:80G --recompute auto", ini,
+           model);
+  expect_error(args, "no sequence-parallel degree up to 64 fits either");
+  free(ini), free(model);
+}
+
 static void test_cli_errors(void **state) {
   (void)state;
   char *ini = t_data_path("r2d2-harmbench.ini"), *model = t_data_path("shapes/mistral-7b-v0.1");
@@ -279,6 +300,7 @@ int main(void) {
       cmocka_unit_test(test_session_walk_is_the_allocation),
       cmocka_unit_test(test_smollm2_plan),
       cmocka_unit_test(test_mistral_7b_plans),
+      cmocka_unit_test(test_fewest_ranks),
       cmocka_unit_test(test_cli_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -401,6 +401,38 @@ static int plan_policy(const rg_train_config *cfg, int r, rg_train_plan *plan) {
   return rc;
 }
 
+/* When nothing fits at cfg->sp ranks: the fewest ranks (a power of 2 up to
+ * 64), each with a whole device of PLAN's kind to itself (a GPU, or a
+ * machine like this one), and the least recompute, that fit: sequence
+ * parallelism splits the activations, not the weights or the optimizer
+ * state, so more ranks help only where activations are the excess. Writes
+ * the advice to MORE; PLAN's device fields are kept. */
+static void fewest_ranks(const rg_train_config *cfg, rg_train_plan *plan, char *more, size_t more_len) {
+  static const int ORDER[] = {RG_RECOMPUTE_NONE, RG_RECOMPUTE_MATMULS, RG_RECOMPUTE_FULL};
+  const rg_train_plan device = *plan;
+  const double gib = 1024.0 * 1024 * 1024;
+  snprintf(more, more_len, "no sequence-parallel degree up to 64 fits either: use LoRA, or shorter max_case_tokens or "
+                           "max_utility_tokens");
+  for (int P = 2 * cfg->sp; P <= 64; P *= 2) {
+    rg_train_config c = *cfg;
+    c.sp = P;
+    for (int k = 0; k < 3; k++) {
+      const int rc = plan_policy(&c, ORDER[k], plan);
+      const double need = (double)plan->total;
+      *plan = device;
+      if (rc < 0) break; /* e.g. sp_attention = ulysses on heads P does not divide */
+      if (need <= device.capacity) {
+        snprintf(more, more_len,
+                 "sp = %d fits, each rank on a %s of its own: recompute %d, %.2f GiB per rank (mpirun -np %d ... "
+                 "--sp %d)",
+                 P, device.gpu ? "GPU" : "machine like this one", ORDER[k], need / gib, P, P);
+        return;
+      }
+    }
+  }
+  rg_error_clear();
+}
+
 /* recompute = auto: the policy of least recompute whose plan fits the
  * device's memory per rank (cpu: this machine's RAM shared by the ranks
  * mpirun started on it), trying none, then all but attention, then full.
@@ -425,9 +457,10 @@ static int resolve_recompute(rg_train_config *cfg, rg_train_plan *plan, char *no
     }
     *plan = device;
   }
-  return rg_error_set("recompute auto: even recompute = 1 needs %.2f GiB per rank, and %s has %.2f GiB per rank; "
-                      "use LoRA, a shorter max_case_tokens or max_utility_tokens, or more ranks (sp)",
-                      needs[2] / gib, plan->device, budget / gib);
+  char more[160];
+  fewest_ranks(cfg, plan, more, sizeof more);
+  return rg_error_set("recompute auto: even recompute = 1 needs %.2f GiB per rank, and %s has %.2f GiB per rank; %s",
+                      needs[2] / gib, plan->device, budget / gib, more);
 }
 
 int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_t note_len) {
