@@ -12,9 +12,11 @@
  * argmin candidate, as HarmBench does. Prints each step's parts and the
  * medians over --steps steps after one untimed warm-up step: candidate
  * losses per second, full steps per second, and the candidate evaluation's
- * GFLOP/s (multiply-adds x 2 of the layer matmuls for the tokens after the
- * prefix, their attention, and the lm_head on the target rows), which
- * bench/gcg.sh compares with the sgemm peak.
+ * GFLOP/s (multiply-adds x 2 of the layer matmuls for the tokens each
+ * candidate computes, from its first changed suffix token on
+ * (rg_gcg_shared_tokens), their attention, and the lm_head on the target
+ * rows), which bench/gcg.sh compares with the sgemm peak. torch's step
+ * (bench/gcg_peer.py, as HarmBench) computes every token after the prefix.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,16 +35,15 @@
 #define INIT_SUFFIX "! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! !"
 enum { MAX_CTX = 512 };
 
-/* Multiply-adds x 2 of evaluating one candidate: every token from the
- * suffix on through the layer matmuls, attending to all tokens before it,
- * and the target rows through the lm_head. */
-static double candidate_flops(const rg_config *c, const rg_gcg_case *k) {
+/* Multiply-adds x 2 of evaluating one candidate: every token from FROM on
+ * through the layer matmuls, attending to all tokens before it, and the
+ * target rows through the lm_head. */
+static double candidate_flops(const rg_config *c, const rg_gcg_case *k, int from) {
   const double d = c->d_model, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
   const double per_token = 2 * (d * qd + 2 * d * kvd + qd * d + 3 * d * c->d_ff) * c->n_layers;
-  const int n_new = k->n - k->suffix_start;
   double attn = 0;
-  for (int p = k->suffix_start; p < k->n; p++) attn += 2.0 * 2.0 * qd * (p + 1) * c->n_layers;
-  return n_new * per_token + attn + 2.0 * d * c->vocab_size * k->n_target;
+  for (int p = from; p < k->n; p++) attn += 2.0 * 2.0 * qd * (p + 1) * c->n_layers;
+  return (k->n - from) * per_token + attn + 2.0 * d * c->vocab_size * k->n_target;
 }
 
 int main(int argc, char **argv) {
@@ -92,8 +93,8 @@ int main(int argc, char **argv) {
   float *grad = malloc((size_t)c.n_suffix * V * sizeof *grad), *losses = malloc((size_t)width * sizeof *losses);
   int32_t *cands = malloc((size_t)width * c.n_suffix * sizeof *cands);
   double *t_grad = malloc((size_t)steps * sizeof(double)), *t_cand = malloc((size_t)steps * sizeof(double)),
-         *t_step = malloc((size_t)steps * sizeof(double));
-  if (!train || !inf || !disallowed || !grad || !losses || !cands || !t_grad || !t_cand || !t_step) {
+         *t_step = malloc((size_t)steps * sizeof(double)), *gflops = malloc((size_t)steps * sizeof(double));
+  if (!train || !inf || !disallowed || !grad || !losses || !cands || !t_grad || !t_cand || !t_step || !gflops) {
     if (!rg_error_get()[0]) rg_error_set("bench_gcg: out of memory");
     return cli_fail();
   }
@@ -110,6 +111,8 @@ int main(int argc, char **argv) {
       rc = rg_gcg_sample(grad, c.n_suffix, V, disallowed, v.ids + c.suffix_start, 256 < V ? 256 : V, width, &rng,
                          cands);
     const double t2 = bench_now_s();
+    double flops = 0;
+    for (int j = 0; j < width; j++) flops += candidate_flops(&m->cfg, &c, rg_gcg_shared_tokens(&c, cands + (size_t)j * c.n_suffix));
     if (rc == 0) rc = rg_gcg_candidate_losses(inf, &c, cands, width, losses);
     const double t3 = bench_now_s();
     if (rc < 0) break;
@@ -118,7 +121,7 @@ int main(int argc, char **argv) {
       if (losses[j] < losses[best]) best = j;
     memcpy(v.ids + c.suffix_start, cands + (size_t)best * c.n_suffix, (size_t)c.n_suffix * sizeof(int32_t));
     if (s < 0) continue; /* warm-up */
-    t_grad[s] = t1 - t0, t_cand[s] = t3 - t2, t_step[s] = t3 - t0;
+    t_grad[s] = t1 - t0, t_cand[s] = t3 - t2, t_step[s] = t3 - t0, gflops[s] = flops / (t3 - t2) / 1e9;
     printf("step %d: token gradient %.3f s, sampling %.3f s, %d candidate losses %.3f s, step %.3f s, loss %.4f -> "
            "%.4f\n",
            s + 1, t1 - t0, t2 - t1, width, t3 - t2, t3 - t0, loss, losses[best]);
@@ -127,9 +130,9 @@ int main(int argc, char **argv) {
     const double cand = bench_median(t_cand, steps), step = bench_median(t_step, steps);
     printf("median: %.1f candidate losses/s, %.3f steps/s (%.3f s per step, token gradient %.3f s), %.1f GFLOP/s in "
            "the candidate losses\n",
-           width / cand, 1.0 / step, step, bench_median(t_grad, steps), candidate_flops(&m->cfg, &c) * width / cand / 1e9);
+           width / cand, 1.0 / step, step, bench_median(t_grad, steps), bench_median(gflops, steps));
   }
-  free(t_grad), free(t_cand), free(t_step), free(cands), free(losses), free(grad), free(disallowed);
+  free(t_grad), free(t_cand), free(t_step), free(gflops), free(cands), free(losses), free(grad), free(disallowed);
   rg_session_free(inf);
   rg_session_free(train);
   rg_weights_free(w);

@@ -297,6 +297,7 @@ static void test_bad_input(void **state) {
   expect_error(c, dir, "--lr fast", "lr: \"fast\" is not a number");
   expect_error(c, dir, "--grad-accum 0", "grad_accum: 0 is below 1");
   expect_error(c, dir, "--learning-rate 1", "unknown flag '--learning-rate'");
+  expect_error(c, dir, "--refusal-target 'Sorry ; no'", "refusal_target: \"Sorry ; no\" has a ';' after a blank");
   expect_error(c, dir, "--utility-packing on --utility-labels assistant",
                "utility_packing: a packed sequence supervises every token; set utility_labels = all");
   char *lora = write_config("train_lora.ini", "mode = lora\nlora_targets = q,x\n", "");

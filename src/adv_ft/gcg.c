@@ -117,6 +117,13 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
   return 0;
 }
 
+int rg_gcg_shared_tokens(const rg_gcg_case *c, const int32_t *cand) {
+  int p = 0;
+  while (p < c->n_suffix && cand[p] == c->ids[c->suffix_start + p]) p++;
+  const int last = c->n - c->n_target - 1; /* the first row whose logits the loss reads */
+  return c->suffix_start + p < last ? c->suffix_start + p : last;
+}
+
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses) {
   if (check_case(c) < 0) return -1;
   /* A candidate shares with the current test case every token before its
@@ -124,10 +131,9 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
    * position each, so on average half the suffix is shared beside the
    * prefix). Those tokens of the current case are run once into sequence
    * 0; each candidate's sequence forks sequence 0's first cut[j] tokens
-   * (their KV cache rows copied) and runs only the rest. A candidate's
-   * run starts at the first row whose logits the loss reads, at the
-   * latest. */
-  const int n = c->n, nt = c->n_target, P = c->suffix_start, last_cut = n - nt - 1;
+   * (rg_gcg_shared_tokens; their KV cache rows copied) and runs only the
+   * rest. */
+  const int n = c->n, nt = c->n_target, P = c->suffix_start;
   const int max_tokens = rg_session_max_batch_tokens(s), max_seqs = rg_session_max_seqs(s) - 1;
   const int max_rows = rg_session_max_logit_rows(s);
   if (max_seqs < 1 || n - P > max_tokens || nt > max_rows || n > rg_session_max_ctx(s))
@@ -140,10 +146,7 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   int rc = ids && targets && seq && rows && cut && row_loss ? 0 : rg_error_set("gcg: out of memory");
   int shared = P; /* tokens of the current case sequence 0 holds */
   for (int j = 0; rc == 0 && j < n_cands; j++) {
-    const int32_t *x = cands + (size_t)j * c->n_suffix;
-    int p = 0;
-    while (p < c->n_suffix && x[p] == c->ids[P + p]) p++;
-    cut[j] = P + p < last_cut ? P + p : last_cut;
+    cut[j] = rg_gcg_shared_tokens(c, cands + (size_t)j * c->n_suffix);
     if (cut[j] > shared) shared = cut[j];
   }
   rg_session_reset(s);

@@ -72,6 +72,12 @@ int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, rg_gcg_prefix pre
 int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
                    int top_k, int search_width, uint64_t *rng, int32_t *cands);
 
+/* The tokens a candidate suffix CAND shares with the case before its first
+ * changed position (prefix and the unchanged start of the suffix), at most
+ * up to the first row whose logits the loss reads: what step 3 does not
+ * recompute for it. */
+int rg_gcg_shared_tokens(const rg_gcg_case *c, const int32_t *cand);
+
 /* Step 3: losses[j] of the case with suffix cands[j], for j < n_cands, on a
  * session of at least 2 sequences. The current case's tokens before the
  * first suffix position any candidate changes are run once into sequence

@@ -347,10 +347,31 @@ static int parse_save_steps(rg_train_config *c) {
   return 0;
 }
 
+/* Whether string value V of key K reads back from RUN_DIR/config.ini as it
+ * is (rg_train_config_write): inih ends a value at a ';' that follows a
+ * blank (an inline comment), and a list key's continuation line that starts
+ * with ';' or '#' is a comment line. A value from a file cannot hold the
+ * former, but one from a flag can (fuzz finding: a value that starts with
+ * ';', read from "key =;...", came back empty after "key = ;..."; the writer
+ * now leaves out that blank). */
+static bool writable(const key_def *k, const char *v) {
+  for (const char *p = v; *p; p++)
+    if (*p == ';' && p > v && strchr(LIST_BLANKS, p[-1])) return false;
+  if (is_list_key(k))
+    for (const char *p = v + strspn(v, LIST_BLANKS); *p; p += strcspn(p, LIST_BLANKS), p += strspn(p, LIST_BLANKS))
+      if (*p == ';' || *p == '#') return false;
+  return true;
+}
+
 int rg_train_config_check(rg_train_config *c) {
-  for (int i = 0; i < N_KEYS; i++)
-    if (KEYS[i].kind == K_STR && !*(char **)((char *)c + KEYS[i].offset))
-      return rg_error_set("missing key \"%s\" (section [%s]): %s", KEYS[i].name, KEYS[i].section, KEYS[i].help);
+  for (int i = 0; i < N_KEYS; i++) {
+    if (KEYS[i].kind != K_STR) continue;
+    const char *v = *(char **)((char *)c + KEYS[i].offset);
+    if (!v) return rg_error_set("missing key \"%s\" (section [%s]): %s", KEYS[i].name, KEYS[i].section, KEYS[i].help);
+    if (!writable(&KEYS[i], v))
+      return rg_error_set("%s: \"%s\" has a ';' after a blank%s, which the run's config.ini would read as a comment",
+                          KEYS[i].name, v, is_list_key(&KEYS[i]) ? " or an entry that starts with ';' or '#'" : "");
+  }
   if (parse_save_steps(c) < 0) return -1;
   if (c->cases_per_step > c->pool_size)
     return rg_error_set("cases_per_step: %d is more than pool_size %d", c->cases_per_step, c->pool_size);
@@ -391,7 +412,7 @@ int rg_train_config_write(const rg_train_config *c, FILE *fp) {
         }
         fputc('\n', fp);
       } else {
-        fprintf(fp, "%s = %s\n", k->name, str);
+        fprintf(fp, str[0] == ';' ? "%s =%s\n" : "%s = %s\n", k->name, str); /* writable() */
       }
       break;
     }
