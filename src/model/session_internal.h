@@ -58,7 +58,8 @@ typedef struct {
  *    token of 1/P of the heads; the cache holds those heads only, and the
  *    saved queries (layer_acts.q) are kept in that layout;
  *  - all-gather KV: every rank gathers every rank's keys and values into
- *    its cache and attends with its own queries. */
+ *    its cache and attends for as many queries as it holds, half of them
+ *    traded with a partner rank so that the causal work is balanced. */
 typedef struct {
   rg_comm *comm;          /* borrowed; size > 1 */
   bool ulysses;
@@ -70,10 +71,17 @@ typedef struct {
    * their gradients. Ulysses: [max_tokens, kv_dim] the batch's keys and
    * values of this rank's heads, then their gradients */
   rg_buf *k_all, *v_all;
-  /* Ulysses: the packed send and receive buffers [max_tokens, q_dim +
-   * 2 kv_dim]; attention's output, and dq, in the head layout [max_tokens,
-   * q_dim] */
+  /* the packed send and receive buffers (Ulysses: [max_tokens, max(q_dim +
+   * 2 kv_dim, 2 q_dim)]; all-gather: [max_tokens, q_dim]); attention's
+   * output, and dq (Ulysses), or the output gradient (all-gather), in the
+   * layout attention runs in [max_tokens, q_dim] */
   rg_buf *sendbuf, *recvbuf, *heads, *dheads;
+  /* all-gather: this rank attends for its tokens but its last SWAP, and for
+   * the last SWAP of rank PARTNER's (P - 1 - rank), which attends for
+   * those of this rank: the queries this rank attends for, in that order */
+  int partner, swap;
+  int *att_seq, *att_pos; /* [max_tokens] */
+  rg_batch *att_batch;
 } sp_state;
 
 struct rg_session {

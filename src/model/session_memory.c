@@ -33,6 +33,7 @@ static size_t host_bytes(const rg_session *s) {
   if (s->sp) {
     const size_t P = (size_t)rg_comm_size(s->sp->comm);
     h += sizeof *s->sp + 3 * P * sizeof *s->sp->counts + P * T * (sizeof *s->sp->seq + sizeof *s->sp->pos);
+    if (s->sp->att_seq) h += T * (sizeof *s->sp->att_seq + sizeof *s->sp->att_pos);
   }
   return h;
 }
@@ -47,7 +48,7 @@ void rg_session_memory(const rg_session *s, rg_session_bytes *out) {
               batch_bytes(s->batch);
   if (s->sp)
     out->work += SUM(s->sp->k_all, s->sp->v_all, s->sp->sendbuf, s->sp->recvbuf, s->sp->heads, s->sp->dheads) +
-                 batch_bytes(s->sp->batch);
+                 batch_bytes(s->sp->batch) + batch_bytes(s->sp->att_batch);
   out->logits = SUM(a->last, a->logits, a->losses);
   if (s->train) {
     const layer_acts *A = &t->saved[0];

@@ -17,14 +17,22 @@
  * KV cache and the attention work are 1/P of a whole batch's.
  *
  * All-gather KV (Llama 3's context parallelism): every rank all-gathers the
- * batch's keys and values into its cache and attends with its own queries.
- * Backward: each rank's attention gradient covers every cache row its
- * queries read; the rows' gradients are summed over ranks and scattered to
- * the ranks that own the tokens (a reduce-scatter, the transpose of the
- * gather). Any head count works, and with GQA the gathered rows are small:
- * for SmolLM2 (kv_dim 192, d_model 576) 384 floats per token per layer,
- * against about 6500 of a training session's saved activations per local
- * token.
+ * batch's keys and values into its cache and attends. Backward: each
+ * rank's attention gradient covers every cache row its queries read; the
+ * rows' gradients are summed over ranks and scattered to the ranks that own
+ * the tokens (a reduce-scatter, the transpose of the gather). Any head
+ * count works, and with GQA the gathered rows are small: for SmolLM2
+ * (kv_dim 192, d_model 576) 384 floats per token per layer, against about
+ * 6500 of a training session's saved activations per local token.
+ * A causal query's work grows with its position, so on one long sequence
+ * the last rank's queries would cost 2P - 1 times the first's. As Llama
+ * 3's zigzag sharding balances that, ranks r and P - 1 - r trade the
+ * second halves of their queries when that pays (trade_pays): cutting the
+ * batch into 2P chunks, rank r attends for chunks 2r and 2P - 1 - 2r, and
+ * every rank for the same total of keys. The trade moves the queries there
+ * and the outputs back (and, for the backward, the output and its gradient
+ * there and dq back); the tokens themselves, and everything but attention,
+ * stay put.
  *
  * Recomputation (rg_session_opts.recompute): the cache already holds the
  * batch's keys and values, so all-gather KV gathers nothing again; Ulysses
@@ -70,12 +78,19 @@ int rg_sp_alloc(rg_session *s, rg_comm *comm, rg_sp_mode mode) {
   if (!(sp->batch = rg_batch_new(s->be, (int)all)) || !(sp->k_all = rg_buf_new(s->be, kv_rows * kvd)) ||
       !(sp->v_all = rg_buf_new(s->be, kv_rows * kvd)))
     return rg_error_prefix("sequence-parallel buffers");
-  /* a token's widest exchange: q, k and v forward, or dq, dk and dv back;
-   * the output and its gradient into the backward */
-  const size_t row = qd + 2 * kvd > 2 * qd ? qd + 2 * kvd : 2 * qd;
-  if (sp->ulysses && (!(sp->sendbuf = rg_buf_new(s->be, T * row)) || !(sp->recvbuf = rg_buf_new(s->be, T * row)) ||
-                      !(sp->heads = rg_buf_new(s->be, T * qd)) || !(sp->dheads = rg_buf_new(s->be, T * qd))))
+  /* floats a rank sends at most in one exchange. Ulysses: per token q, k
+   * and v forward, or dq, dk and dv back, or the output and its gradient
+   * into the backward; all-gather: those two for at most half the tokens */
+  const size_t row = !sp->ulysses ? qd : qd + 2 * kvd > 2 * qd ? qd + 2 * kvd : 2 * qd;
+  if (!(sp->sendbuf = rg_buf_new(s->be, T * row)) || !(sp->recvbuf = rg_buf_new(s->be, T * row)) ||
+      !(sp->heads = rg_buf_new(s->be, T * qd)) || !(sp->dheads = rg_buf_new(s->be, T * qd)))
     return rg_error_prefix("sequence-parallel buffers");
+  if (!sp->ulysses) {
+    sp->att_seq = malloc(T * sizeof *sp->att_seq);
+    sp->att_pos = malloc(T * sizeof *sp->att_pos);
+    if (!sp->att_seq || !sp->att_pos) return rg_error_set("session: out of memory");
+    if (!(sp->att_batch = rg_batch_new(s->be, (int)T))) return rg_error_prefix("sequence-parallel buffers");
+  }
   return 0;
 }
 
@@ -85,11 +100,52 @@ void rg_sp_free(rg_session *s) {
   rg_buf *bufs[] = {sp->k_all, sp->v_all, sp->sendbuf, sp->recvbuf, sp->heads, sp->dheads};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(s->be, bufs[i]);
   rg_batch_free(s->be, sp->batch);
+  rg_batch_free(s->be, sp->att_batch);
+  free(sp->att_seq);
+  free(sp->att_pos);
   free(sp->counts);
   free(sp->seq);
   free(sp->pos);
   free(sp);
   s->sp = NULL;
+}
+
+/* Keys query I of the whole batch sees (its attention work). */
+static long keys_seen(const rg_session *s, int i) {
+  const int p = s->sp->pos[i], w = s->cfg.sliding_window;
+  return w > 0 && p + 1 > w ? w : p + 1;
+}
+
+/* Whether trading query halves (all-gather) cuts the busiest rank's work
+ * in a block by more than 2%, counting multiply-adds: a token's matmuls
+ * (d (q + 2 kv + o) + 3 d d_ff) and 2 q_dim per key a query sees (Q K^T
+ * and P V). It does on a long sequence cut across the ranks (SmolLM2, 2
+ * ranks, 5184 tokens: by 18%), not on batches of short sequences (the
+ * three-sequence batch of test_sp on 4 ranks: by 0.2%), where the trade
+ * would only move rows (four exchanges of q_dim floats per traded token)
+ * and reorder sums. Every rank decides the same from the whole batch's
+ * positions. */
+static bool trade_pays(const rg_session *s) {
+  const sp_state *sp = s->sp;
+  const rg_config *c = &s->cfg;
+  const int P = rg_comm_size(sp->comm);
+  const double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
+  const double per_token = c->d_model * (2 * qd + 2 * kvd) + 3.0 * c->d_model * c->d_ff, per_key = 2 * qd;
+  double before = 0, after = 0;
+  for (int r = 0, first = 0; r < P; first += sp->counts[r++]) {
+    const int partner = P - 1 - r, n = sp->counts[r], np = sp->counts[partner];
+    int first_p = 0;
+    for (int k = 0; k < partner; k++) first_p += sp->counts[k];
+    const int swap = partner == r ? 0 : n / 2 < np / 2 ? n / 2 : np / 2;
+    long own = 0, traded = 0;
+    for (int i = 0; i < n; i++) own += keys_seen(s, first + i);
+    for (int i = 0; i < n - swap; i++) traded += keys_seen(s, first + i);
+    for (int i = 0; i < swap; i++) traded += keys_seen(s, first_p + np - swap + i);
+    const double work = n * per_token, own_w = work + own * per_key, traded_w = work + traded * per_key;
+    if (own_w > before) before = own_w;
+    if (traded_w > after) after = traded_w;
+  }
+  return after < 0.98 * before;
 }
 
 int rg_sp_positions(rg_session *s, const int *seq, int n) {
@@ -113,6 +169,20 @@ int rg_sp_positions(rg_session *s, const int *seq, int n) {
     }
   for (int i = 0; i < n; i++) s->pos[i] = sp->pos[sp->first + i];
   rg_batch_set(s->be, sp->batch, NULL, sp->seq, sp->pos, sp->total);
+  if (!sp->ulysses) { /* the queries this rank attends for: its first n - swap, then the partner's last swap */
+    const int partner = P - 1 - me, np = sp->counts[partner];
+    int first_p = 0;
+    for (int r = 0; r < partner; r++) first_p += sp->counts[r];
+    sp->partner = partner;
+    sp->swap = trade_pays(s) && partner != me ? (n / 2 < np / 2 ? n / 2 : np / 2) : 0;
+    for (int i = 0; i < n - sp->swap; i++) sp->att_seq[i] = sp->seq[sp->first + i], sp->att_pos[i] = sp->pos[sp->first + i];
+    for (int i = 0; i < sp->swap; i++) {
+      const int g = first_p + np - sp->swap + i;
+      sp->att_seq[n - sp->swap + i] = sp->seq[g];
+      sp->att_pos[n - sp->swap + i] = sp->pos[g];
+    }
+    rg_batch_set(s->be, sp->att_batch, NULL, sp->att_seq, sp->att_pos, n);
+  }
   return 0;
 }
 
@@ -129,7 +199,23 @@ static rg_attn_desc desc(const rg_session *s, const rg_batch *b, int P) {
 
 /* ---------------------------------------------------------------- all-gather KV */
 
-static int gather_forward(rg_session *s, int l, rg_buf *att, rg_buf *lse, const rg_buf *q, const rg_buf *k,
+/* Trades the last sp->swap rows of each x[i] ([n, q_dim], this rank's n
+ * rows) with the partner rank's last sp->swap rows, in place: one
+ * all-to-all in which each rank sends to its partner only (every rank
+ * calls it; the middle rank of an odd P trades nothing). The trade is its
+ * own inverse. */
+static int trade_rows(rg_session *s, int nx, rg_buf *const *x) {
+  sp_state *sp = s->sp;
+  const int P = rg_comm_size(sp->comm), me = rg_comm_rank(sp->comm), n = sp->counts[me];
+  const size_t w = (size_t)s->cfg.n_heads * s->cfg.head_dim, len = (size_t)sp->swap * w;
+  for (int i = 0; i < nx; i++) rg_buf_copy(s->be, sp->sendbuf, i * len, x[i], (size_t)(n - sp->swap) * w, len);
+  for (int r = 0; r < P; r++) sp->send[r] = sp->recv[r] = r == sp->partner ? (int)(nx * len) : 0;
+  if (rg_comm_alltoallv(sp->comm, sp->recvbuf->data, sp->recv, sp->sendbuf->data, sp->send) < 0) return -1;
+  for (int i = 0; i < nx; i++) rg_buf_copy(s->be, x[i], (size_t)(n - sp->swap) * w, sp->recvbuf, i * len, len);
+  return 0;
+}
+
+static int gather_forward(rg_session *s, int l, rg_buf *att, rg_buf *lse, rg_buf *q, const rg_buf *k,
                           const rg_buf *v, bool again) {
   sp_state *sp = s->sp;
   const int P = rg_comm_size(sp->comm);
@@ -142,8 +228,11 @@ static int gather_forward(rg_session *s, int l, rg_buf *att, rg_buf *lse, const 
     const rg_attn_desc all = desc(s, sp->batch, 1);
     rg_op_kv_store(s->be, s->k_cache[l], s->v_cache[l], sp->k_all, sp->v_all, &all);
   }
-  const rg_attn_desc mine = desc(s, s->batch, 1);
+  /* q and lse are left in the traded layout, which the backward reads */
+  const rg_attn_desc mine = desc(s, sp->att_batch, 1);
+  if (trade_rows(s, 1, (rg_buf *[]){q}) < 0) return rg_error_prefix("block %d: queries to the partner rank", l);
   rg_op_attention(s->be, att, lse, q, s->k_cache[l], s->v_cache[l], &mine);
+  if (trade_rows(s, 1, (rg_buf *[]){att}) < 0) return rg_error_prefix("block %d: outputs from the partner rank", l);
   return 0;
 }
 
@@ -153,9 +242,15 @@ static int gather_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf 
   train_state *t = &s->tr;
   const int P = rg_comm_size(sp->comm);
   const size_t kvd = (size_t)s->cfg.n_kv_heads * s->cfg.head_dim;
-  const rg_attn_desc mine = desc(s, s->batch, 1), all = desc(s, sp->batch, 1);
-  rg_op_attention_backward(s->be, dq, t->dk_cache, t->dv_cache, datt, q, att, lse, s->k_cache[l], s->v_cache[l],
-                           &mine);
+  const rg_attn_desc mine = desc(s, sp->att_batch, 1), all = desc(s, sp->batch, 1);
+  const size_t nq = (size_t)sp->counts[rg_comm_rank(sp->comm)] * s->cfg.n_heads * s->cfg.head_dim;
+  rg_buf_copy(s->be, sp->heads, 0, datt, 0, nq);
+  rg_buf_copy(s->be, sp->dheads, 0, att, 0, nq);
+  if (trade_rows(s, 2, (rg_buf *[]){sp->heads, sp->dheads}) < 0)
+    return rg_error_prefix("block %d: output gradients to the partner rank", l);
+  rg_op_attention_backward(s->be, dq, t->dk_cache, t->dv_cache, sp->heads, q, sp->dheads, lse, s->k_cache[l],
+                           s->v_cache[l], &mine);
+  if (trade_rows(s, 1, (rg_buf *[]){dq}) < 0) return rg_error_prefix("block %d: query gradients from the partner", l);
   /* this rank's share of every row's gradient (k_all / v_all are free:
    * the cache holds the keys and values), then each row's sum to its owner */
   rg_buf_zero(s->be, sp->k_all, 0, sp->total * kvd);
