@@ -79,6 +79,7 @@ typedef struct {
   /* all-gather: this rank attends for its tokens but its last SWAP, and for
    * the last SWAP of rank PARTNER's (P - 1 - rank), which attends for
    * those of this rank: the queries this rank attends for, in that order */
+  bool trading; /* this pass trades (every rank alike) */
   int partner, swap;
   int *att_seq, *att_pos; /* [max_tokens] */
   rg_batch *att_batch;

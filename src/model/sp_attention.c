@@ -125,6 +125,13 @@ static long keys_seen(const rg_session *s, int i) {
  * would only move rows (four exchanges of q_dim floats per traded token)
  * and reorder sums. Every rank decides the same from the whole batch's
  * positions. */
+/* Rows rank R trades with its partner P - 1 - R: half of the smaller part
+ * (none for the middle rank of an odd P). */
+static int pair_swap(const sp_state *sp, int r) {
+  const int P = rg_comm_size(sp->comm), partner = P - 1 - r, n = sp->counts[r], np = sp->counts[partner];
+  return partner == r ? 0 : n / 2 < np / 2 ? n / 2 : np / 2;
+}
+
 static bool trade_pays(const rg_session *s) {
   const sp_state *sp = s->sp;
   const rg_config *c = &s->cfg;
@@ -136,7 +143,7 @@ static bool trade_pays(const rg_session *s) {
     const int partner = P - 1 - r, n = sp->counts[r], np = sp->counts[partner];
     int first_p = 0;
     for (int k = 0; k < partner; k++) first_p += sp->counts[k];
-    const int swap = partner == r ? 0 : n / 2 < np / 2 ? n / 2 : np / 2;
+    const int swap = pair_swap(sp, r);
     long own = 0, traded = 0;
     for (int i = 0; i < n; i++) own += keys_seen(s, first + i);
     for (int i = 0; i < n - swap; i++) traded += keys_seen(s, first + i);
@@ -174,7 +181,8 @@ int rg_sp_positions(rg_session *s, const int *seq, int n) {
     int first_p = 0;
     for (int r = 0; r < partner; r++) first_p += sp->counts[r];
     sp->partner = partner;
-    sp->swap = trade_pays(s) && partner != me ? (n / 2 < np / 2 ? n / 2 : np / 2) : 0;
+    sp->trading = trade_pays(s);
+    sp->swap = sp->trading ? pair_swap(sp, me) : 0;
     for (int i = 0; i < n - sp->swap; i++) sp->att_seq[i] = sp->seq[sp->first + i], sp->att_pos[i] = sp->pos[sp->first + i];
     for (int i = 0; i < sp->swap; i++) {
       const int g = first_p + np - sp->swap + i;
@@ -203,9 +211,11 @@ static rg_attn_desc desc(const rg_session *s, const rg_batch *b, int P) {
  * rows) with the partner rank's last sp->swap rows, in place: one
  * all-to-all in which each rank sends to its partner only (every rank
  * calls it; the middle rank of an odd P trades nothing). The trade is its
- * own inverse. */
+ * own inverse. Nothing happens in a pass that does not trade (every rank
+ * decided so alike). */
 static int trade_rows(rg_session *s, int nx, rg_buf *const *x) {
   sp_state *sp = s->sp;
+  if (!sp->trading) return 0;
   const int P = rg_comm_size(sp->comm), me = rg_comm_rank(sp->comm), n = sp->counts[me];
   const size_t w = (size_t)s->cfg.n_heads * s->cfg.head_dim, len = (size_t)sp->swap * w;
   for (int i = 0; i < nx; i++) rg_buf_copy(s->be, sp->sendbuf, i * len, x[i], (size_t)(n - sp->swap) * w, len);
@@ -243,13 +253,19 @@ static int gather_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf 
   const int P = rg_comm_size(sp->comm);
   const size_t kvd = (size_t)s->cfg.n_kv_heads * s->cfg.head_dim;
   const rg_attn_desc mine = desc(s, sp->att_batch, 1), all = desc(s, sp->batch, 1);
-  const size_t nq = (size_t)sp->counts[rg_comm_rank(sp->comm)] * s->cfg.n_heads * s->cfg.head_dim;
-  rg_buf_copy(s->be, sp->heads, 0, datt, 0, nq);
-  rg_buf_copy(s->be, sp->dheads, 0, att, 0, nq);
-  if (trade_rows(s, 2, (rg_buf *[]){sp->heads, sp->dheads}) < 0)
-    return rg_error_prefix("block %d: output gradients to the partner rank", l);
-  rg_op_attention_backward(s->be, dq, t->dk_cache, t->dv_cache, sp->heads, q, sp->dheads, lse, s->k_cache[l],
-                           s->v_cache[l], &mine);
+  /* the output gradient and the output in the traded layout: copies of
+   * this rank's, whose last rows are traded (as they are, without a trade) */
+  const rg_buf *dy = datt, *out = att;
+  if (sp->trading) {
+    const size_t nq = (size_t)sp->counts[rg_comm_rank(sp->comm)] * s->cfg.n_heads * s->cfg.head_dim;
+    rg_buf_copy(s->be, sp->heads, 0, datt, 0, nq);
+    rg_buf_copy(s->be, sp->dheads, 0, att, 0, nq);
+    if (trade_rows(s, 2, (rg_buf *[]){sp->heads, sp->dheads}) < 0)
+      return rg_error_prefix("block %d: output gradients to the partner rank", l);
+    dy = sp->heads, out = sp->dheads;
+  }
+  rg_op_attention_backward(s->be, dq, t->dk_cache, t->dv_cache, dy, q, out, lse, s->k_cache[l], s->v_cache[l],
+                           &mine);
   if (trade_rows(s, 1, (rg_buf *[]){dq}) < 0) return rg_error_prefix("block %d: query gradients from the partner", l);
   /* this rank's share of every row's gradient (k_all / v_all are free:
    * the cache holds the keys and values), then each row's sum to its owner */
