@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
   cli_bounded_openmp_spin(argv); /* as refgeo itself runs */
   const char *model = NULL;
   int B = 8, N = 64, threads = 0, repeats = 3;
-  bool f32 = false;
+  bool f32 = false, fast = false;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory"},
       {"batch", CLI_INT, &B, "prompts generated together (8, at most 16)"},
@@ -51,6 +51,7 @@ int main(int argc, char **argv) {
       {"threads", CLI_INT, &threads, "threads (all CPUs)"},
       {"repeats", CLI_INT, &repeats, "timed generations (3)"},
       {"f32", CLI_BOOL, &f32, "float32 copies of the weights (default: the file dtype)"},
+      {"fast-decode", CLI_BOOL, &fast, "decode steps on 8-bit activations (refgeo generate --fast-decode)"},
   };
   const char *pos[1];
   int n_pos = 0;
@@ -76,7 +77,8 @@ int main(int argc, char **argv) {
   }
   printf("prompt tokens (longest of the batch): %d\n", max_len);
   rg_backend_opts bo = {.threads = threads};
-  if (!(w = rg_weights_open(m, &bo, f32 ? RG_WEIGHTS_F32 : RG_WEIGHTS_TILED)) || !(s = rg_session_new(w, B, max_len + N, NULL))) goto end;
+  const rg_weight_mode mode = f32 ? RG_WEIGHTS_F32 : fast ? RG_WEIGHTS_TILED_Q8 : RG_WEIGHTS_TILED;
+  if (!(w = rg_weights_open(m, &bo, mode)) || !(s = rg_session_new(w, B, max_len + N, NULL))) goto end;
   rg_gen_opts go = {.max_new_tokens = N}; /* no stop ids: exactly N tokens each */
   for (int r = 0; r < repeats; r++) {
     rg_gen_result res[N_INSTRUCTIONS];

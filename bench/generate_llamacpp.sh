@@ -7,6 +7,9 @@
 # where X and Y are new tokens per second including the prompt's time (refgeo's
 # bench_generate; llama-batched-bench's S t/s over a prompt of PP tokens and TG new
 # tokens per sequence, PP = bench_generate's longest chat-templated prompt).
+# X is refgeo with --fast-decode: decode steps on 8-bit activations, the
+# arithmetic llama.cpp decodes with; a second line per batch gives refgeo's
+# default float32 decode.
 # Also the peak RSS of each at batch 8.
 #
 #   bench/generate_llamacpp.sh MODEL.gguf     (BUILD=refgeo build dir, default build)
@@ -54,21 +57,26 @@ echo "threads $THREADS, $N new tokens per sequence, median of $R"
 prompt_len() { "$BUILD/bench_generate" --model "$MODEL" --batch "$1" --new-tokens 1 --threads "$THREADS" --repeats 1 |
   awk '/^prompt tokens/ {print $NF}'; }
 
+refgeo_tps() { OMP_NUM_THREADS=$THREADS "$BUILD/bench_generate" --model "$MODEL" --batch "$1" --new-tokens "$N" \
+  --threads "$THREADS" --repeats "$R" $2 | awk '/^median/ {print $2}'; }
+
 for B in 1 8 16; do
-  rg=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_generate" --model "$MODEL" --batch "$B" --new-tokens "$N" \
-    --threads "$THREADS" --repeats "$R" | awk '/^median/ {print $2}')
+  rg=$(refgeo_tps "$B" --fast-decode)
+  rg_exact=$(refgeo_tps "$B" "")
   PP=$(prompt_len "$B")
   lc=$(LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * B + 64)) \
     -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" -t "$THREADS" -tb "$THREADS" 2>/dev/null |
     awk -F'|' -v ntg="$N" -v b="$B" '$2 ~ /^ *[0-9]+ *$/ { t = $10 + 0 } END { if (t > 0) printf "%.1f", ntg * b / t }')
   [ -n "$rg" ] && [ -n "$lc" ] || { echo "generate_llamacpp: batch $B: no throughput read (refgeo '$rg', llama.cpp '$lc')" >&2; exit 1; }
-  awk -v b="$B" -v x="$rg" -v y="$lc" 'BEGIN { printf "batch %d: refgeo %.1f tok/s, llama.cpp %.1f tok/s, ratio %.2f\n", b, x, y, x / y }'
+  awk -v b="$B" -v x="$rg" -v y="$lc" -v e="$rg_exact" 'BEGIN {
+    printf "batch %d: refgeo %.1f tok/s, llama.cpp %.1f tok/s, ratio %.2f\n", b, x, y, x / y
+    printf "batch %d, refgeo without --fast-decode (float32 activations): %.1f tok/s, ratio %.2f\n", b, e, e / y }'
 done
 
 rss() { /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1; }
 PP=$(prompt_len 8)
 rg_kb=$(OMP_NUM_THREADS=$THREADS rss "$BUILD/bench_generate" --model "$MODEL" --batch 8 --new-tokens "$N" \
-  --threads "$THREADS" --repeats 1)
+  --threads "$THREADS" --repeats 1 --fast-decode)
 lc_kb=$(LD_LIBRARY_PATH="$LCPP/bin" rss "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * 8 + 64)) \
   -npp "$PP" -ntg "$N" -npl 8 -t "$THREADS" -tb "$THREADS")
 gguf_kb=$(( $(stat -c %s "$MODEL") / 1024 ))

@@ -7,7 +7,7 @@
  * [--batch 8] [--classifier NAME ...] [--judge MODEL]
  * [--classifier-prompts FILE] [--refusal-substrings FILE] [--limit N]
  * [--chat-template NAME] [--ablate FILE[:...]] [--actadd FILE[:...]
- * [--coeff C]] [--threads N] [--json]`
+ * [--coeff C]] [--threads N] [--fast-decode] [--json]`
  *
  * HarmBench ASR of every checkpoint (harmbench/asr_run.h): greedy chat
  * completions of the test cases, written into the directory --out as
@@ -353,7 +353,7 @@ int cmd_asr(int argc, char **argv) {
              *prompts_path = default_prompts, *substrings = default_substrings, *prompt_csv_path = NULL,
              *prompt_column = "prompt";
   int max_new = 512, batch = 8, limit = 0, threads = 0;
-  bool json = false;
+  bool json = false, fast_decode = false;
   /* --attack gcg's flags; NOT_GIVEN until given (they need --attack gcg) */
   enum { NOT_GIVEN = INT_MIN };
   int gcg_steps = NOT_GIVEN, gcg_width = NOT_GIVEN, gcg_top_k = NOT_GIVEN, gcg_eval_steps = NOT_GIVEN,
@@ -401,6 +401,8 @@ int cmd_asr(int argc, char **argv) {
        "--attack gcg: score every step's test cases on every other step too (transfer.csv)"},
       CLI_INTERVENTION_OPTS(&ci),
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
+      {"fast-decode", CLI_BOOL, &fast_decode,
+       "generate completions on 8-bit activations, as llama.cpp (default: float32)"},
       {"json", CLI_BOOL, &json, "print the run summary as JSON"},
   };
   const char *pos[1];
@@ -507,7 +509,7 @@ int cmd_asr(int argc, char **argv) {
   asr_job job = {.behaviors = behaviors, .prompt_csv = prompt_csv, .cases = &cases, .attack = attack_label,
                  .completions_tag = tag, .intervention = &ci, .out_dir = out_dir,
                  .chat_template = chat_template,
-                 .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads},
+                 .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads, .fast_decode = fast_decode},
                  .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = json};
   if (gcg) {
     if (!gcg_targets && !(gcg_targets = default_targets = cli_data_path("harmbench/harmbench_targets_text.json")))

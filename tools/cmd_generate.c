@@ -1,8 +1,11 @@
 /* cmd_generate: `refgeo generate (MODEL | --model PATH) --prompt TEXT [--chat] [--system TEXT]
  * [--chat-template NAME] [--max-new-tokens N] [--temperature X --top-p X
  * --seed N] [--ablate FILE[:...]] [--actadd FILE[:...] [--coeff C]]
- * [--threads N] [--json]` prints the continuation (special tokens skipped)
- * and its token ids. Greedy unless --temperature > 0. The intervention flags
+ * [--threads N] [--fast-decode] [--json]` prints the continuation (special
+ * tokens skipped) and its token ids. Greedy unless --temperature > 0.
+ * --fast-decode runs the decode steps on 8-bit activations (weights.h,
+ * RG_WEIGHTS_TILED_Q8), as llama.cpp does; by default they are float32, as
+ * transformers computes them. The intervention flags
  * are cli_intervention.h's. The prompt plus --max-new-tokens must fit the
  * model's context (max_ctx). */
 #include <cJSON.h>
@@ -46,7 +49,7 @@ int cmd_generate(int argc, char **argv) {
   const char *model = NULL;
   int max_new = 128, threads = 0, seed = 0;
   double temperature = 0, top_p = 1;
-  bool json = false;
+  bool json = false, fast_decode = false;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
       CLI_PROMPT_OPTS(&p),
@@ -56,6 +59,7 @@ int cmd_generate(int argc, char **argv) {
       {"top-p", CLI_FLOAT, &top_p, "nucleus sampling mass (1)"},
       {"seed", CLI_INT, &seed, "sampling seed (0)"},
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
+      {"fast-decode", CLI_BOOL, &fast_decode, "decode steps on 8-bit activations, as llama.cpp (default: float32)"},
       {"json", CLI_BOOL, &json, "print JSON"},
   };
   const char *pos[1];
@@ -92,8 +96,8 @@ int cmd_generate(int argc, char **argv) {
     goto end;
   }
   rg_backend_opts bo = {.threads = threads};
-  /* decode-bound: weights in the file dtype (weights.h, RG_WEIGHTS_TILED) */
-  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_TILED)) || !(s = rg_session_new(w, 1, ctx, NULL))) goto end;
+  /* decode-bound: weights in the file dtype (weights.h, RG_WEIGHTS_TILED[_Q8]) */
+  if (!(w = rg_weights_open(m, &bo, fast_decode ? RG_WEIGHTS_TILED_Q8 : RG_WEIGHTS_TILED)) || !(s = rg_session_new(w, 1, ctx, NULL))) goto end;
   if (iv && rg_session_set_intervention(s, iv) < 0) goto end;
   rg_gen_opts go = {.max_new_tokens = max_new, .temperature = (float)temperature, .top_p = (float)top_p,
                     .seed = (uint64_t)seed, .stop_ids = stop, .n_stop = n_stop};

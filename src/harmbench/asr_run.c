@@ -77,8 +77,8 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
   int batch = o->batch < n ? o->batch : n, ctx;
   if (rg_context_len(&m->cfg, max_len, o->max_new_tokens, &ctx) < 0) return rg_error_prefix("%s", m->path);
   rg_backend_opts bo = {.threads = o->threads};
-  /* decode-bound: weights in the file dtype (weights.h, RG_WEIGHTS_TILED) */
-  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_TILED);
+  /* decode-bound: weights in the file dtype (weights.h, RG_WEIGHTS_TILED[_Q8]) */
+  rg_weights *w = rg_weights_open(m, &bo, o->fast_decode ? RG_WEIGHTS_TILED_Q8 : RG_WEIGHTS_TILED);
   rg_session *s = w ? rg_session_new(w, batch, ctx, NULL) : NULL;
   if (!s || (o->intervention && rg_session_set_intervention(s, o->intervention) < 0)) {
     rg_session_free(s);

@@ -153,6 +153,18 @@ static void dequant_rows(rg_backend *be, const rg_bweight *w, int64_t r0, int64_
   for (int64_t r = 0; r < n; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), dst + r * w->cols, w->cols);
 }
 
+/* Makes *p hold at least NEED units of UNIT bytes (*have counts units):
+ * the per-backend scratch a weight's products need. 0, or -1 (out of
+ * memory: *p is unchanged). */
+static int grow_scratch(void **p, size_t *have, size_t need, size_t unit) {
+  if (need <= *have) return 0;
+  void *grown = realloc(*p, need * unit);
+  if (!grown) return -1;
+  *p = grown;
+  *have = need;
+  return 0;
+}
+
 static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_form form) {
   const rg_dtype_info *info = rg_dtype_get(t->type);
   const char *name = t->name ? t->name : "(tensor)";
@@ -188,19 +200,19 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
     }
     dequant_rows(be, w, 0, rows, w->owned);
     w->f32 = w->owned;
-  } else if (cpu(be)->tile_floats < (size_t)cols * SKINNY_ROWS) {
+  } else {
     /* A tiled matrix: make sure each thread's scratch holds a register
-     * block of its rows (cpu_matmul_skinny). */
+     * block of its rows (cpu_matmul_skinny), and cpu_matmul_q8's scratch
+     * its activations and weight panels. */
     cpu_backend *c = cpu(be);
-    size_t n = (size_t)cols * SKINNY_ROWS > TILE_FLOATS ? (size_t)cols * SKINNY_ROWS : TILE_FLOATS;
-    float *tile = realloc(c->tile, n * (size_t)be->threads * sizeof(float));
-    if (!tile) {
+    const size_t tile_floats = (size_t)cols * SKINNY_ROWS > TILE_FLOATS ? (size_t)cols * SKINNY_ROWS : TILE_FLOATS;
+    w->q8 = form == RG_FORM_FILE_Q8 && cpu_q8_supported(t->type, cols);
+    if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
+        (w->q8 && grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_q8_scratch_bytes(cols, be->threads), 1) < 0)) {
       free(w);
-      rg_error_set("%s: out of memory for a %zu-float dequantization tile", name, n);
+      rg_error_set("%s: out of memory for the matmul scratch", name);
       return NULL;
     }
-    c->tile = tile;
-    c->tile_floats = n;
   }
   return w;
 }
@@ -257,7 +269,10 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
   if (!w->f32 && M <= SKINNY_MAX_M) {
-    cpu_matmul_skinny(be, y, x, M, w, bias, beta);
+    if (w->q8)
+      cpu_matmul_q8(be, y, x, M, w, bias, beta);
+    else
+      cpu_matmul_skinny(be, y, x, M, w, bias, beta);
     return;
   }
   cpu_backend *c = cpu(be);
@@ -420,6 +435,7 @@ static void cpu_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const
 static void cpu_free(rg_backend *be) {
   cpu_backend *c = cpu(be);
   free(c->tile);
+  free(c->q8_scratch);
   free(c);
 }
 

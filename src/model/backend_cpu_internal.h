@@ -22,6 +22,8 @@ typedef struct {
   rg_backend base;
   float *tile; /* dequantization scratch for tiled weights, tile_floats per thread */
   size_t tile_floats;
+  void *q8_scratch; /* activations and weight panels of cpu_matmul_q8 */
+  size_t q8_scratch_bytes;
   bool commit;     /* rg_backend_opts.commit */
   bool failed;     /* an operation failed since the last rg_backend_status */
   char error[256]; /* its message */
@@ -33,6 +35,7 @@ struct rg_bweight {
   size_t row_bytes; /* of one row in the file dtype */
   const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
   float *owned;     /* the copy we allocated (== f32, writable), freed with the weight */
+  bool q8;          /* tiled, and products of <= SKINNY_MAX_M rows run cpu_matmul_q8 */
 };
 
 static inline cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
@@ -72,6 +75,15 @@ enum { SKINNY_ROWS = 4 };
  * for M <= SKINNY_MAX_M rows of x, W in its file dtype (w->f32 == NULL). */
 void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
                        const rg_bweight *bias, float beta);
+
+/* backend_cpu_q8.c: what cpu_matmul_skinny computes, with the activations
+ * quantized to 8 bits (RG_FORM_FILE_Q8). Only for weights whose
+ * cpu_q8_supported is true, with c->q8_scratch of at least
+ * cpu_q8_scratch_bytes(cols, threads). */
+bool cpu_q8_supported(int type, int64_t cols);
+size_t cpu_q8_scratch_bytes(int64_t cols, int threads);
+void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
+                   float beta);
 
 /* Records the first failure of an operation (backend.h, "Errors"). */
 void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -126,7 +126,7 @@ static rg_bweight *plan_weight_new(rg_backend *be, const rg_tensor *t, rg_weight
     return NULL;
   }
   *w = (plan_weight){.rows = rows, .cols = cols, .tag = plan(be)->tag};
-  const bool tiled = rows > 1 && form == RG_FORM_FILE && t->type != RG_F32;
+  const bool tiled = rows > 1 && form != RG_FORM_F32 && t->type != RG_F32;
   if (plan(be)->gpu) {
     w->bytes = tiled ? row_bytes * (size_t)rows : f32;
   } else {

@@ -53,7 +53,9 @@ static size_t matrix_f32_bytes(const rg_model *m) {
 /* Measured on SmolLM2-135M (2 threads, 16 x 128 prefill) an f32 copy is
  * ~15% faster than tiles (90 vs 79 GFLOP/s): take it when it fits easily. */
 static rg_weight_form choose_form(const rg_model *m, rg_weight_mode mode) {
-  if (mode != RG_WEIGHTS_AUTO) return mode == RG_WEIGHTS_F32 ? RG_FORM_F32 : RG_FORM_FILE;
+  if (mode == RG_WEIGHTS_F32) return RG_FORM_F32;
+  if (mode == RG_WEIGHTS_TILED) return RG_FORM_FILE;
+  if (mode == RG_WEIGHTS_TILED_Q8) return RG_FORM_FILE_Q8;
   const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
   return (double)matrix_f32_bytes(m) < 0.25 * ram ? RG_FORM_F32 : RG_FORM_FILE;
 }

@@ -1,0 +1,239 @@
+/* test_q8_matmul.c: the 8-bit decode products (RG_FORM_FILE_Q8,
+ * backend_cpu_q8.c) for every block format they cover, on random blocks.
+ *
+ * Three independent checks per format and shape:
+ *  1. The formula. The reference quantizes x here, by the documented rule
+ *     (blocks of 32, dx = max|x| / 127, q = round-half-even(x / dx)), takes
+ *     the weights from rg_dequantize_row (bit-exact against gguf-py in
+ *     test_dequant) and sums w_k * dx * q_k in double. The kernel rounds
+ *     each sub-block's scale product and its one or two fused adds: at most
+ *     3 roundings of 2^-24 per sub-block, each relative to a partial sum
+ *     bounded by sum |w_k dx q_k|, so TOL_FORMULA = 4 * 2^-24 per sub-block
+ *     of that sum. A wrong offset, scale, nibble order or sub-block index
+ *     errs by a sizable fraction of a term.
+ *  2. The exact product. |x_k - dx q_k| <= dx / 2 (round to nearest; the
+ *     float rounding of x / dx adds a relative 2^-24 of dx), so the result
+ *     is within sum_k |w_k| dx_b(k) (1/2 + 1e-6) of the float32 product
+ *     (the RG_FORM_FILE path), plus 1e-5 of sum |w_k x_k| for the
+ *     float32 sums on both sides.
+ *  3. Batch invariance: each row of x alone gives bitwise its row of the
+ *     16-row product.
+ * Bias (beta 0) and rg_op_matmul_add (beta 1) are checked with (1).
+ *
+ * On a CPU without AVX-512 VNNI the form falls back to the float32 path;
+ * (1) is then skipped and said so, (2) and (3) still run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/backend.h"
+#include "model/backend_cpu_internal.h"
+#include "model/dtype.h"
+#include "testlib.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint64_t next_u64(void) { /* splitmix64 */
+  uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double urand(void) { return (double)(next_u64() >> 11) / 9007199254740992.0 * 2 - 1; }
+
+static void put_f16(uint8_t *p, double f) {
+  uint16_t h = rg_fp32_to_fp16((float)f);
+  memcpy(p, &h, 2);
+}
+
+/* Random blocks of TYPE with finite scales: every byte random, then each
+ * block's f16 fields set to a small scale (and a negative min where the
+ * format has one). */
+static uint8_t *random_rows(int type, int K, int N) {
+  const size_t rb = rg_dtype_row_bytes(type, K);
+  uint8_t *b = malloc(rb * (size_t)N);
+  for (size_t i = 0; i < rb * (size_t)N; i++) b[i] = (uint8_t)next_u64();
+  for (int r = 0; r < N; r++) {
+    uint8_t *row = b + rb * (size_t)r;
+    switch (type) {
+      case RG_Q4_0: for (int i = 0; i < K / 32; i++) put_f16(row + 18 * i, 0.01 + 0.05 * fabs(urand())); break;
+      case RG_Q5_0: for (int i = 0; i < K / 32; i++) put_f16(row + 22 * i, 0.01 + 0.05 * fabs(urand())); break;
+      case RG_Q8_0: for (int i = 0; i < K / 32; i++) put_f16(row + 34 * i, 0.001 + 0.005 * fabs(urand())); break;
+      case RG_Q4_1:
+        for (int i = 0; i < K / 32; i++) {
+          put_f16(row + 20 * i, 0.01 + 0.05 * fabs(urand()));
+          put_f16(row + 20 * i + 2, -0.4 * fabs(urand()));
+        }
+        break;
+      case RG_Q4_K:
+        for (int i = 0; i < K / 256; i++) {
+          put_f16(row + 144 * i, 0.001 + 0.003 * fabs(urand()));
+          put_f16(row + 144 * i + 2, 0.001 + 0.003 * fabs(urand()));
+        }
+        break;
+      case RG_Q6_K: for (int i = 0; i < K / 256; i++) put_f16(row + 210 * i + 208, 1e-4 + 3e-4 * fabs(urand())); break;
+      default: fail_msg("no random blocks for dtype %d", type);
+    }
+  }
+  return b;
+}
+
+/* The documented activation rule, written out here independently. */
+static void quantize_ref(const float *x, int K, int8_t *q, float *dx) {
+  for (int b = 0; b < K / 32; b++) {
+    float amax = 0;
+    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+    const float d = amax / 127.0f, inv = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; i++) q[32 * b + i] = (int8_t)nearbyintf(x[32 * b + i] * inv);
+    dx[b] = d;
+  }
+}
+
+static float *product(rg_backend *be, rg_bweight *w, const float *x, int M, int K, int N, const rg_bweight *bias) {
+  rg_buf *xb = rg_buf_new(be, (size_t)M * K), *yb = rg_buf_new(be, (size_t)M * N);
+  rg_buf_upload(be, xb, 0, x, (size_t)M * K);
+  rg_op_matmul(be, yb, xb, M, w, bias);
+  float *y = malloc((size_t)M * N * sizeof *y);
+  assert_int_equal(rg_buf_download(be, yb, 0, y, (size_t)M * N), 0);
+  rg_buf_free(be, xb);
+  rg_buf_free(be, yb);
+  return y;
+}
+
+static void check(int type, int M, int K, int N) {
+  const char *name = rg_dtype_get(type)->name;
+  const int group = type == RG_Q6_K ? 16 : 32;
+  uint8_t *bytes = random_rows(type, K, N);
+  const size_t rb = rg_dtype_row_bytes(type, K);
+  const rg_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1}, .data = bytes, .nbytes = rb * N};
+  float *wf = malloc((size_t)N * K * sizeof *wf);
+  for (int r = 0; r < N; r++) assert_int_equal(rg_dequantize_row(type, bytes + rb * r, wf + (size_t)r * K, K), 0);
+  /* activations: mixed magnitudes, one all-zero block (dx = 0) */
+  float *x = malloc((size_t)M * K * sizeof *x), bias_v[512];
+  for (int i = 0; i < M * K; i++) x[i] = (float)(urand() * (i % 97 == 0 ? 30.0 : 1.0));
+  memset(x + 32, 0, 32 * sizeof *x);
+  for (int n = 0; n < N; n++) bias_v[n] = (float)urand();
+  const rg_tensor bt = {.name = "b", .type = RG_F32, .n_dims = 1, .ne = {N, 1, 1, 1}, .data = bias_v, .nbytes = sizeof(float) * N};
+
+  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
+  assert_non_null(be);
+  rg_bweight *wq = rg_backend_weight(be, &t, RG_FORM_FILE_Q8), *we = rg_backend_weight(be, &t, RG_FORM_FILE);
+  rg_bweight *bw = rg_backend_weight(be, &bt, RG_FORM_F32);
+  assert_non_null(wq);
+  assert_non_null(we);
+  const bool engaged = wq->q8;
+  assert_int_equal(engaged, cpu_q8_supported(type, K));
+
+  float *y = product(be, wq, x, M, K, N, bw), *exact = product(be, we, x, M, K, N, NULL);
+  int8_t *q = malloc((size_t)K);
+  float *dx = malloc((size_t)K / 32 * sizeof *dx);
+  double worst_formula = 0, worst_exact = 0; /* each as a fraction of its bound */
+  for (int m = 0; m < M; m++) {
+    quantize_ref(x + (size_t)m * K, K, q, dx);
+    for (int n = 0; n < N; n++) {
+      const float *w = wf + (size_t)n * K, *xm = x + (size_t)m * K;
+      double ref = 0, abs_terms = 0, round_bound = 0, abs_wx = 0;
+      for (int k = 0; k < K; k++) {
+        const double term = (double)w[k] * dx[k / 32] * q[k];
+        ref += term;
+        abs_terms += fabs(term);
+        round_bound += fabs(w[k]) * dx[k / 32] * (0.5 + 1e-6);
+        abs_wx += fabs((double)w[k] * xm[k]);
+      }
+      const double got = (double)y[(size_t)m * N + n] - bias_v[n];
+      if (engaged) {
+        const double tol = 4.0 * (K / group) * ldexp(1.0, -24) * (abs_terms + fabs(bias_v[n])) + 1e-30;
+        const double e = fabs(got - ref) / tol;
+        if (e > worst_formula) worst_formula = e;
+        if (e > 1) fail_msg("%s M=%d K=%d row %d,%d: %.9g against the formula's %.9g", name, M, K, m, n, got, ref);
+      }
+      const double tol = round_bound + 1e-5 * abs_wx + 1e-30;
+      const double e = fabs(got - exact[(size_t)m * N + n]) / tol;
+      if (e > worst_exact) worst_exact = e;
+      if (e > 1) fail_msg("%s M=%d row %d,%d: %.9g, exact %.9g", name, M, m, n, got, exact[(size_t)m * N + n]);
+    }
+  }
+  if (engaged)
+    print_message("%-5s M=%2d K=%d N=%d: formula err %.2f of its bound, exact-product err %.2f of its bound\n", name,
+                  M, K, N, worst_formula, worst_exact);
+  else
+    print_message("%-5s: no 8-bit kernel on this CPU (float32 path), exact-product check only\n", name);
+
+  /* beta 1: y + the product again */
+  if (engaged) {
+    rg_buf *xb = rg_buf_new(be, (size_t)M * K), *yb = rg_buf_new(be, (size_t)M * N);
+    rg_buf_upload(be, xb, 0, x, (size_t)M * K);
+    rg_buf_upload(be, yb, 0, y, (size_t)M * N);
+    rg_op_matmul_add(be, yb, xb, M, wq);
+    float *twice = malloc((size_t)M * N * sizeof *twice);
+    assert_int_equal(rg_buf_download(be, yb, 0, twice, (size_t)M * N), 0);
+    for (int i = 0; i < M * N; i++) {
+      const double once = (double)y[i] - bias_v[i % N];
+      if (fabs(twice[i] - (y[i] + once)) > 1e-5 * (fabs(y[i]) + fabs(once)) + 1e-30)
+        fail_msg("%s matmul_add element %d: %g, want %g", name, i, twice[i], y[i] + once);
+    }
+    free(twice);
+    rg_buf_free(be, xb);
+    rg_buf_free(be, yb);
+  }
+  /* each row alone */
+  for (int m = 0; m < M; m++) {
+    float *one = product(be, wq, x + (size_t)m * K, 1, K, N, bw);
+    if (memcmp(one, y + (size_t)m * N, (size_t)N * sizeof *one) != 0) fail_msg("%s: row %d alone differs", name, m);
+    free(one);
+  }
+  free(q);
+  free(dx);
+  free(y);
+  free(exact);
+  rg_bweight_free(be, wq);
+  rg_bweight_free(be, we);
+  rg_bweight_free(be, bw);
+  rg_backend_free(be);
+  free(x);
+  free(wf);
+  free(bytes);
+}
+
+/* N = 37: two full panels of 16 rows and a ragged one of 5. */
+static void test_block32_formats(void **state) {
+  const int types[] = {RG_Q4_0, RG_Q4_1, RG_Q5_0, RG_Q8_0};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    check(types[i], 1, 192, 37);
+    check(types[i], 16, 320, 37);
+  }
+}
+
+static void test_k_formats(void **state) {
+  check(RG_Q4_K, 1, 512, 37);
+  check(RG_Q4_K, 5, 256, 21);
+  check(RG_Q6_K, 1, 512, 37);
+  check(RG_Q6_K, 16, 256, 19);
+}
+
+/* Formats without an 8-bit kernel, and widths that are not a multiple of 64
+ * columns, keep the float32 path: the same bits as RG_FORM_FILE. */
+static void test_fallback(void **state) {
+  const int K = 96, N = 9, M = 2;
+  uint8_t *bytes = random_rows(RG_Q4_1, K, N);
+  const rg_tensor t = {.name = "w", .type = RG_Q4_1, .n_dims = 2, .ne = {K, N, 1, 1}, .data = bytes,
+                       .nbytes = rg_dtype_row_bytes(RG_Q4_1, K) * N};
+  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
+  rg_bweight *wq = rg_backend_weight(be, &t, RG_FORM_FILE_Q8), *we = rg_backend_weight(be, &t, RG_FORM_FILE);
+  assert_false(wq->q8);
+  float x[2 * 96];
+  for (int i = 0; i < M * K; i++) x[i] = (float)urand();
+  float *a = product(be, wq, x, M, K, N, NULL), *b = product(be, we, x, M, K, N, NULL);
+  assert_memory_equal(a, b, (size_t)M * N * sizeof *a);
+  free(a);
+  free(b);
+  rg_bweight_free(be, wq);
+  rg_bweight_free(be, we);
+  rg_backend_free(be);
+  free(bytes);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_block32_formats), cmocka_unit_test(test_k_formats),
+                                     cmocka_unit_test(test_fallback)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
