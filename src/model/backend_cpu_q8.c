@@ -333,10 +333,9 @@ static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(u
 /* Row m of x quantized: q[K], d[K / 32] and sum16[K / 16] (each 16
  * elements' sum of q). */
 VNNI static void quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum16) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int b = 0; b < K / 32; b++, x += 32, q += 32) {
     const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, c)));
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
     const float dx = amax / 127.0f, inv = dx != 0.0f ? 1.0f / dx : 0.0f;
     const __m512 iv = _mm512_set1_ps(inv);
     /* cvtps rounds half to even under the default MXCSR (nearbyintf) */
@@ -407,23 +406,65 @@ VNNI static void panel_dots(const q8_format *f, const uint8_t *wt, const float *
   panel_dots_of(f->group, f->offset, f->bias, wt, wd, wm, x, K, M, acc);
 }
 
-VNNI void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
-                        const rg_bweight *bias, float beta) {
+/* One product's operands, shared by the team. */
+typedef struct {
+  const q8_format *f;
+  const rg_bweight *w, *bias;
+  float *y;
+  float beta;
+  int M, K, N, n_panels;
+  q8_acts x;
+  uint8_t *panels; /* panel_scratch_bytes(K) per thread */
+} q8_job;
+
+/* Thread TID of NT: its share of the panels, unpacked and multiplied. A
+ * function of its own because OpenMP's outlined region would not carry
+ * the target attribute. */
+VNNI static void panels_of_thread(const q8_job *j, int tid, int nt) {
+  const int K = j->K, N = j->N, M = j->M;
+  const size_t rb = j->w->row_bytes;
+  uint8_t *wt = align64(j->panels + (size_t)tid * panel_scratch_bytes((size_t)K));
+  float *wd = (float *)(wt + (size_t)PANEL * K), *wm = wd + K;
+  uint8_t *pad = (uint8_t *)(wm + K);
+  const int p0 = j->n_panels * tid / nt, p1 = j->n_panels * (tid + 1) / nt;
+  for (int p = p0; p < p1; p++) {
+    const int r0 = p * PANEL, rows = N - r0 < PANEL ? N - r0 : PANEL;
+    const uint8_t *src = row_ptr(j->w, r0);
+    if (rows < PANEL) { /* the decoders read 16 rows: pad the last panel with zero rows */
+      memcpy(pad, src, (size_t)rows * rb);
+      memset(pad + (size_t)rows * rb, 0, (size_t)(PANEL - rows) * rb);
+      src = pad;
+    }
+    const size_t panel_file_bytes = PANEL * rb;
+    prefetch pf = {p + 1 < p1 ? (const char *)src + panel_file_bytes : NULL, panel_file_bytes, 0,
+                   (panel_file_bytes / (size_t)(K / j->f->block) + 63) & ~(size_t)63};
+    j->f->unpack(src, rb, K, wt, wd, wm, &pf);
+    __m512 acc[SKINNY_MAX_M];
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    panel_dots(j->f, wt, wd, wm, &j->x, K, M, acc);
+    for (int m = 0; m < M; m++) {
+      float lane[PANEL];
+      _mm512_storeu_ps(lane, acc[m]);
+      float *out = j->y + (size_t)m * N + r0;
+      for (int r = 0; r < rows; r++)
+        out[r] = j->beta != 0.0f ? out[r] + lane[r] : lane[r] + (j->bias ? j->bias->f32[r0 + r] : 0.0f);
+    }
+  }
+}
+
+void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
+                   float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
-  const q8_format *f = format_of(w->t->type);
   cpu_backend *c = cpu(be);
-  uint8_t *base = align64(c->q8_scratch);
-  int8_t *xq = (int8_t *)base;
+  int8_t *xq = align64(c->q8_scratch);
   float *xd = align64(xq + (size_t)M * K);
   int32_t *xs = (int32_t *)(xd + (size_t)M * (K / 32));
-  uint8_t *panels = align64(xs + (size_t)M * (K / 16));
-  const size_t panel_bytes = panel_scratch_bytes((size_t)K);
-  const q8_acts acts = {xq, xd, xs};
-  const int n_panels = (N + PANEL - 1) / PANEL;
-  const int team = be->threads < n_panels ? be->threads : n_panels;
+  const q8_job job = {.f = format_of(w->t->type), .w = w, .bias = bias, .y = y->data, .beta = beta, .M = M, .K = K,
+                      .N = N, .n_panels = (N + PANEL - 1) / PANEL, .x = {xq, xd, xs},
+                      .panels = align64(xs + (size_t)M * (K / 16))};
+  const int team = be->threads < job.n_panels ? be->threads : job.n_panels;
 #pragma omp parallel num_threads(team)
   {
-    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
     /* the activations, split by blocks of 32 over the team */
     const int blocks = M * (K / 32);
 #pragma omp for schedule(static)
@@ -432,33 +473,6 @@ VNNI void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
       quantize_row(x->data + (size_t)m * K + 32 * b, 32, xq + (size_t)m * K + 32 * b, xd + (size_t)m * (K / 32) + b,
                    xs + (size_t)m * (K / 16) + 2 * b);
     }
-    uint8_t *wt = align64(panels + (size_t)tid * panel_bytes);
-    float *wd = (float *)(wt + (size_t)PANEL * K), *wm = wd + K;
-    uint8_t *pad = (uint8_t *)(wm + K);
-    const int p0 = n_panels * tid / nt, p1 = n_panels * (tid + 1) / nt;
-    for (int p = p0; p < p1; p++) {
-      const int r0 = p * PANEL, rows = N - r0 < PANEL ? N - r0 : PANEL;
-      const uint8_t *src = row_ptr(w, r0);
-      if (rows < PANEL) { /* the decoders read 16 rows: pad the last panel with zero rows */
-        memcpy(pad, src, (size_t)rows * w->row_bytes);
-        memset(pad + (size_t)rows * w->row_bytes, 0, (size_t)(PANEL - rows) * w->row_bytes);
-        src = pad;
-      }
-      const size_t panel_file_bytes = PANEL * w->row_bytes;
-      const int steps = K / f->block;
-      prefetch pf = {p + 1 < p1 ? (const char *)src + panel_file_bytes : NULL, panel_file_bytes, 0,
-                     (panel_file_bytes / (size_t)steps + 63) & ~(size_t)63};
-      f->unpack(src, w->row_bytes, K, wt, wd, wm, &pf);
-      __m512 acc[SKINNY_MAX_M];
-      for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
-      panel_dots(f, wt, wd, wm, &acts, K, M, acc);
-      for (int m = 0; m < M; m++) {
-        float lane[PANEL];
-        _mm512_storeu_ps(lane, acc[m]);
-        float *out = y->data + (size_t)m * N + r0;
-        for (int r = 0; r < rows; r++)
-          out[r] = beta != 0.0f ? out[r] + lane[r] : lane[r] + (bias ? bias->f32[r0 + r] : 0.0f);
-      }
-    }
+    panels_of_thread(&job, omp_get_thread_num(), omp_get_num_threads());
   }
 }
