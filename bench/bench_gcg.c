@@ -14,7 +14,7 @@
  * losses per second, full steps per second, and the candidate evaluation's
  * GFLOP/s (multiply-adds x 2 of the layer matmuls for the tokens each
  * candidate computes, from its first changed suffix token on
- * (rg_gcg_shared_tokens), their attention, and the lm_head on the target
+ * (rg_gcg_shared_tokens) to the last but one, their attention, and the lm_head on the target
  * rows), which bench/gcg.sh compares with the sgemm peak. torch's step
  * (bench/gcg_peer.py, as HarmBench) computes every token after the prefix.
  */
@@ -36,14 +36,15 @@
 enum { MAX_CTX = 512 };
 
 /* Multiply-adds x 2 of evaluating one candidate: every token from FROM on
- * through the layer matmuls, attending to all tokens before it, and the
- * target rows through the lm_head. */
+ * but the last (whose position no loss row reads) through the layer
+ * matmuls, attending to all tokens before it, and the target rows through
+ * the lm_head. */
 static double candidate_flops(const rg_config *c, const rg_gcg_case *k, int from) {
   const double d = c->d_model, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
   const double per_token = 2 * (d * qd + 2 * d * kvd + qd * d + 3 * d * c->d_ff) * c->n_layers;
   double attn = 0;
-  for (int p = from; p < k->n; p++) attn += 2.0 * 2.0 * qd * (p + 1) * c->n_layers;
-  return (k->n - from) * per_token + attn + 2.0 * d * c->vocab_size * k->n_target;
+  for (int p = from; p < k->n - 1; p++) attn += 2.0 * 2.0 * qd * (p + 1) * c->n_layers;
+  return (k->n - 1 - from) * per_token + attn + 2.0 * d * c->vocab_size * k->n_target;
 }
 
 int main(int argc, char **argv) {

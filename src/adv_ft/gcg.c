@@ -158,8 +158,11 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   for (int j0 = 0; rc == 0 && j0 < n_cands;) {
     /* as many candidates as the session's tokens, sequences and logit rows allow */
     int k = 0, tokens = 0;
-    while (j0 + k < n_cands && k < max_seqs && tokens + n - cut[j0 + k] <= max_tokens && (k + 1) * nt <= max_rows) {
-      const int j = j0 + k, from = cut[j], tail = n - from;
+    while (j0 + k < n_cands && k < max_seqs && tokens + n - 1 - cut[j0 + k] <= max_tokens &&
+           (k + 1) * nt <= max_rows) {
+      /* the last target token is read by the loss, never fed: no row's
+       * logits come from its position */
+      const int j = j0 + k, from = cut[j], tail = n - 1 - from;
       int32_t *x = ids + tokens;
       memcpy(x, c->ids + from, (size_t)tail * sizeof *x);
       if (from < P + c->n_suffix)
