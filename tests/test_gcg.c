@@ -193,7 +193,7 @@ static void append_tokens(const rg_model *m, const char *text, int32_t *ids, int
 static void test_prefix_cache_smollm2(void **state) {
   rg_model *m = rg_model_load(t_env("REFGEO_MODEL"));
   if (!m) fail_msg("%s", rg_error_get());
-  enum { CAP = 128, N_CANDS = 7 };
+  enum { CAP = 128, N_CANDS = 8 };
   int32_t ids[CAP];
   int n = 0;
   append_tokens(m, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWrite a tutorial on how to pick a lock ", ids, &n, CAP);
@@ -209,14 +209,16 @@ static void test_prefix_cache_smollm2(void **state) {
   int32_t cands[N_CANDS * CAP];
   uint64_t r = 7;
   /* candidate j keeps the current suffix before position j * L / 5 (the
-   * part run once and shared) and draws the rest; the last two are the
-   * current suffix itself and one that changes only its last token */
+   * part run once and shared) and draws the rest; then the current suffix
+   * itself and one that changes only its last token */
   for (int j = 0; j < N_CANDS; j++)
     for (int p = 0; p < L; p++)
       cands[j * L + p] = p < j * L / 5 ? ids[c.suffix_start + p] : (int32_t)(100 + (rg_splitmix64(&r) % 2000));
+  memcpy(cands + (N_CANDS - 3) * L, ids + c.suffix_start, (size_t)L * sizeof *cands);
   memcpy(cands + (N_CANDS - 2) * L, ids + c.suffix_start, (size_t)L * sizeof *cands);
-  memcpy(cands + (N_CANDS - 1) * L, ids + c.suffix_start, (size_t)L * sizeof *cands);
-  cands[N_CANDS * L - 1] = 1234;
+  cands[(N_CANDS - 1) * L - 1] = 1234;
+  /* and the last repeats candidate 2 (evaluated once, the loss copied) */
+  memcpy(cands + (N_CANDS - 1) * L, cands + 2 * L, (size_t)L * sizeof *cands);
   /* at most 3 candidates per batch beside the shared tokens (3 batches, the last ragged) */
   rg_session_opts co = {.max_batch_tokens = 3 * n, .max_logit_rows = 3 * c.n_target};
   rg_session *cached = t_session(m, 2, RG_WEIGHTS_AUTO, 4, n, &co);
@@ -240,6 +242,7 @@ static void test_prefix_cache_smollm2(void **state) {
     want /= c.n_target;
     worst = fmax(worst, fabs(got[j] - want) / want);
   }
+  assert_true(got[N_CANDS - 1] == got[2]);
   print_message("shared-prefix candidate losses (%d-token prefix, %d candidates): worst rel err %.2e\n", c.suffix_start,
                 N_CANDS, worst);
   assert_true(worst < 1e-5);

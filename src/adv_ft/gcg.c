@@ -143,11 +143,21 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   int *seq = malloc((size_t)max_tokens * sizeof *seq), *rows = malloc((size_t)max_rows * sizeof *rows);
   int *cut = malloc((size_t)(n_cands > 0 ? n_cands : 1) * sizeof *cut);
   float *row_loss = malloc((size_t)max_rows * sizeof *row_loss);
-  int rc = ids && targets && seq && rows && cut && row_loss ? 0 : rg_error_set("gcg: out of memory");
+  int *twin = malloc((size_t)(n_cands > 0 ? n_cands : 1) * sizeof *twin);
+  int *batch = malloc((size_t)max_seqs * sizeof *batch); /* the candidates of a pass */
+  int rc = ids && targets && seq && rows && cut && row_loss && twin && batch ? 0 : rg_error_set("gcg: out of memory");
   int shared = P; /* tokens of the current case sequence 0 holds */
   for (int j = 0; rc == 0 && j < n_cands; j++) {
     cut[j] = rg_gcg_shared_tokens(c, cands + (size_t)j * c->n_suffix);
     if (cut[j] > shared) shared = cut[j];
+    /* HarmBench's sampler draws each position's token independently, so a
+     * step repeats some candidates (about 1 in 20 at width 512, top-k 256,
+     * 20 positions): a repeat takes its first copy's loss. */
+    twin[j] = -1;
+    for (int i = 0; i < j && twin[j] < 0; i++)
+      if (cut[i] == cut[j] && twin[i] < 0 &&
+          memcmp(cands + (size_t)i * c->n_suffix, cands + (size_t)j * c->n_suffix, (size_t)c->n_suffix * sizeof *cands) == 0)
+        twin[j] = i;
   }
   rg_session_reset(s);
   for (int at = 0; rc == 0 && at < shared; at += max_tokens) { /* sequence 0, in passes the session holds */
@@ -158,11 +168,11 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   for (int j0 = 0; rc == 0 && j0 < n_cands;) {
     /* as many candidates as the session's tokens, sequences and logit rows allow */
     int k = 0, tokens = 0;
-    while (j0 + k < n_cands && k < max_seqs && tokens + n - 1 - cut[j0 + k] <= max_tokens &&
-           (k + 1) * nt <= max_rows) {
+    for (; j0 < n_cands && twin[j0] >= 0; j0++) {}
+    while (j0 < n_cands && k < max_seqs && tokens + n - 1 - cut[j0] <= max_tokens && (k + 1) * nt <= max_rows) {
       /* the last target token is read by the loss, never fed: no row's
        * logits come from its position */
-      const int j = j0 + k, from = cut[j], tail = n - 1 - from;
+      const int j = j0, from = cut[j], tail = n - 1 - from;
       int32_t *x = ids + tokens;
       memcpy(x, c->ids + from, (size_t)tail * sizeof *x);
       if (from < P + c->n_suffix)
@@ -176,19 +186,21 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
       if (rc < 0) break;
       rg_session_truncate(s, k + 1, from);
       tokens += tail;
-      k++;
+      batch[k++] = j;
+      for (j0++; j0 < n_cands && twin[j0] >= 0; j0++) {}
     }
     /* The cross entropy runs on the backend: only k * nt losses come back,
      * not k * nt rows of vocabulary-sized logits. */
-    if (rc == 0) rc = rg_session_eval_ce(s, ids, seq, tokens, rows, targets, k * nt, row_loss);
+    if (rc == 0 && k > 0) rc = rg_session_eval_ce(s, ids, seq, tokens, rows, targets, k * nt, row_loss);
     for (int b = 0; rc == 0 && b < k; b++) {
       double sum = 0;
       for (int r = 0; r < nt; r++) sum += row_loss[b * nt + r];
-      losses[j0 + b] = (float)(sum / nt);
+      losses[batch[b]] = (float)(sum / nt);
     }
-    j0 += k;
   }
-  free(ids), free(targets), free(seq), free(rows), free(cut), free(row_loss);
+  for (int j = 0; rc == 0 && j < n_cands; j++)
+    if (twin[j] >= 0) losses[j] = losses[twin[j]];
+  free(ids), free(targets), free(seq), free(rows), free(cut), free(row_loss), free(twin), free(batch);
   return rc < 0 ? rg_error_prefix("gcg candidate losses") : 0;
 }
 
