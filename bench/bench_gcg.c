@@ -14,8 +14,9 @@
  * losses per second, full steps per second, and the candidate evaluation's
  * GFLOP/s (multiply-adds x 2 of the layer matmuls for the tokens each
  * candidate computes, from its first changed suffix token on
- * (rg_gcg_shared_tokens) to the last but one, their attention, and the lm_head on the target
- * rows), which bench/gcg.sh compares with the sgemm peak. torch's step
+ * (rg_gcg_shared_tokens) to the last but one, their attention, and the
+ * lm_head on the target rows; a step's repeated candidates once), which
+ * bench/gcg.sh compares with the sgemm peak. torch's step
  * (bench/gcg_peer.py, as HarmBench) computes every token after the prefix.
  */
 #include <stdio.h>
@@ -113,7 +114,9 @@ int main(int argc, char **argv) {
                          cands);
     const double t2 = bench_now_s();
     double flops = 0;
-    for (int j = 0; j < width; j++) flops += candidate_flops(&m->cfg, &c, rg_gcg_shared_tokens(&c, cands + (size_t)j * c.n_suffix));
+    for (int j = 0; j < width; j++) /* repeats are not evaluated */
+      if (rg_gcg_repeat_of(cands, j, c.n_suffix) < 0)
+        flops += candidate_flops(&m->cfg, &c, rg_gcg_shared_tokens(&c, cands + (size_t)j * c.n_suffix));
     if (rc == 0) rc = rg_gcg_candidate_losses(inf, &c, cands, width, losses);
     const double t3 = bench_now_s();
     if (rc < 0) break;

@@ -297,6 +297,16 @@ static void test_prefix_cache_smollm2(void **state) {
   rg_model_free(m);
 }
 
+/* Repeats: the first equal candidate before j, whatever lies between. */
+static void test_repeat_of(void **state) {
+  const int32_t cands[] = {5, 6, 7, /**/ 5, 6, 8, /**/ 5, 6, 7, /**/ 5, 6, 8, /**/ 9, 6, 7};
+  assert_int_equal(rg_gcg_repeat_of(cands, 0, 3), -1);
+  assert_int_equal(rg_gcg_repeat_of(cands, 1, 3), -1); /* differs in its last token */
+  assert_int_equal(rg_gcg_repeat_of(cands, 2, 3), 0);
+  assert_int_equal(rg_gcg_repeat_of(cands, 3, 3), 1);
+  assert_int_equal(rg_gcg_repeat_of(cands, 4, 3), -1); /* differs in its first token */
+}
+
 static void test_bad_layout(void **state) {
   const int32_t ids[4] = {1, 2, 3, 4};
   rg_gcg_case c = {.ids = ids, .n = 4, .suffix_start = 2, .n_suffix = 2, .n_target = 1}; /* suffix overlaps target */
@@ -316,6 +326,7 @@ int main(void) {
       cmocka_unit_test(test_disallowed_smollm2),
       cmocka_unit_test(test_token_grad_and_losses),
       cmocka_unit_test(test_prefix_cache_smollm2),
+      cmocka_unit_test(test_repeat_of),
       cmocka_unit_test(test_bad_layout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

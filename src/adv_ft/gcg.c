@@ -124,6 +124,16 @@ int rg_gcg_shared_tokens(const rg_gcg_case *c, const int32_t *cand) {
   return c->suffix_start + p < last ? c->suffix_start + p : last;
 }
 
+/* HarmBench's sampler draws each position's token independently, so a step
+ * repeats some candidates (about 1 in 20 at width 512, top-k 256, 20
+ * positions). */
+int rg_gcg_repeat_of(const int32_t *cands, int j, int n_suffix) {
+  const int32_t *cand = cands + (size_t)j * n_suffix;
+  for (int i = 0; i < j; i++)
+    if (memcmp(cands + (size_t)i * n_suffix, cand, (size_t)n_suffix * sizeof *cand) == 0) return i;
+  return -1;
+}
+
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses) {
   if (check_case(c) < 0) return -1;
   /* A candidate shares with the current test case every token before its
@@ -150,14 +160,7 @@ int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *
   for (int j = 0; rc == 0 && j < n_cands; j++) {
     cut[j] = rg_gcg_shared_tokens(c, cands + (size_t)j * c->n_suffix);
     if (cut[j] > shared) shared = cut[j];
-    /* HarmBench's sampler draws each position's token independently, so a
-     * step repeats some candidates (about 1 in 20 at width 512, top-k 256,
-     * 20 positions): a repeat takes its first copy's loss. */
-    twin[j] = -1;
-    for (int i = 0; i < j && twin[j] < 0; i++)
-      if (cut[i] == cut[j] && twin[i] < 0 &&
-          memcmp(cands + (size_t)i * c->n_suffix, cands + (size_t)j * c->n_suffix, (size_t)c->n_suffix * sizeof *cands) == 0)
-        twin[j] = i;
+    twin[j] = rg_gcg_repeat_of(cands, j, c->n_suffix);
   }
   rg_session_reset(s);
   for (int at = 0; rc == 0 && at < shared; at += max_tokens) { /* sequence 0, in passes the session holds */

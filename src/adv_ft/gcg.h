@@ -78,6 +78,10 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
  * recompute for it. */
 int rg_gcg_shared_tokens(const rg_gcg_case *c, const int32_t *cand);
 
+/* The first candidate before J of cands[0..J] (each N_SUFFIX tokens) equal
+ * to candidate J, or -1: a repeat, whose loss step 3 copies. */
+int rg_gcg_repeat_of(const int32_t *cands, int j, int n_suffix);
+
 /* Step 3: losses[j] of the case with suffix cands[j], for j < n_cands, on a
  * session of at least 2 sequences. The current case's tokens before the
  * first suffix position any candidate changes are run once into sequence
