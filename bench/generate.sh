@@ -5,7 +5,8 @@
 # bench/generate_peer.py), 2 threads each, batch 8 x 64 new tokens, every
 # sequence forced to the full length (refgeo: no stop ids; transformers:
 # min_new_tokens = max_new_tokens), median of 3 (transformers after one
-# warm-up). Prints both new-tokens/s and the ratio refgeo/transformers.
+# warm-up). Prints both new-tokens/s and the ratio refgeo/transformers, and
+# the same for refgeo --fast-decode (decode steps on 8-bit activations).
 #
 #   bench/generate.sh [MODEL.gguf]     (BUILD=build-dir, PY=python with torch)
 # Dev-only: needs the torch environment; CI does not run it.
@@ -16,10 +17,15 @@ PY=${PY:-python3}
 B=8 N=64 R=3 THREADS=2
 HERE=$(dirname "$0")
 
-rg_tps=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_generate" --model "$MODEL" --batch $B --new-tokens $N \
-  --threads $THREADS --repeats $R | awk '/^median/ {print $2}')
+rg() { OMP_NUM_THREADS=$THREADS "$BUILD/bench_generate" --model "$MODEL" --batch $B --new-tokens $N \
+  --threads $THREADS --repeats $R "$@" | awk '/^median/ {print $2}'; }
+rg_tps=$(rg)
+rg_fast=$(rg --fast-decode)
 hf_tps=$(OMP_NUM_THREADS=$THREADS "$PY" "$HERE/generate_peer.py" "$MODEL" $B $N $R $THREADS 2>/dev/null)
 sh "$(dirname "$0")/cpu_info.sh"
 echo "refgeo:       $rg_tps new tokens/s"
 echo "transformers: $hf_tps new tokens/s"
-awk -v a="$rg_tps" -v b="$hf_tps" 'BEGIN { printf "ratio refgeo/transformers: %.2f\n", a / b }'
+echo "refgeo --fast-decode (8-bit activations): $rg_fast new tokens/s"
+awk -v a="$rg_tps" -v b="$hf_tps" -v f="$rg_fast" 'BEGIN {
+  printf "ratio refgeo/transformers: %.2f\n", a / b
+  printf "ratio refgeo --fast-decode/transformers: %.2f\n", f / b }'
