@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
       {"threads", CLI_INT, &threads, "threads (all CPUs)"},
       {"repeats", CLI_INT, &repeats, "timed generations (3)"},
       {"f32", CLI_BOOL, &f32, "float32 copies of the weights (default: the file dtype)"},
-      {"fast-decode", CLI_BOOL, &fast, "decode steps on 8-bit activations (refgeo generate --fast-decode)"},
+      {"fast-decode", CLI_BOOL, &fast, "prompt and decode on 8-bit activations (refgeo generate --fast-decode)"},
   };
   const char *pos[1];
   int n_pos = 0;

@@ -6,7 +6,7 @@
 # sequence forced to the full length (refgeo: no stop ids; transformers:
 # min_new_tokens = max_new_tokens), median of 3 (transformers after one
 # warm-up). Prints both new-tokens/s and the ratio refgeo/transformers, and
-# the same for refgeo --fast-decode (decode steps on 8-bit activations).
+# the same for refgeo --fast-decode (prompt and decode on 8-bit activations).
 #
 #   bench/generate.sh [MODEL.gguf]     (BUILD=build-dir, PY=python with torch)
 # Dev-only: needs the torch environment; CI does not run it.

@@ -7,7 +7,7 @@
 # where X and Y are new tokens per second including the prompt's time (refgeo's
 # bench_generate; llama-batched-bench's S t/s over a prompt of PP tokens and TG new
 # tokens per sequence, PP = bench_generate's longest chat-templated prompt).
-# X is refgeo with --fast-decode: decode steps on 8-bit activations, the
+# X is refgeo with --fast-decode: prompt and decode on 8-bit activations, the
 # arithmetic llama.cpp decodes with; a second line per batch gives refgeo's
 # default float32 decode.
 # Also the peak RSS of each at batch 8.

@@ -17,7 +17,7 @@
  *     (the RG_FORM_FILE path), plus 1e-5 of sum |w_k x_k| for the
  *     float32 sums on both sides.
  *  3. Batch invariance: each row of x alone gives bitwise its row of the
- *     16-row product.
+ *     product of all (16 rows for a decode step, up to 300 for a prompt).
  * Bias (beta 0) and rg_op_matmul_add (beta 1) are checked with (1).
  *
  * On a CPU without AVX-512 VNNI the form falls back to the float32 path;
@@ -210,6 +210,13 @@ static void test_k_formats(void **state) {
   check(RG_Q6_K, 16, 256, 19);
 }
 
+/* A prompt: more rows than one panel's accumulators (16: 40 rows) and than
+ * one pass over the weights (256: 300 rows). */
+static void test_many_rows(void **state) {
+  check(RG_Q6_K, 40, 256, 19);
+  check(RG_Q4_1, 300, 128, 37);
+}
+
 /* Formats without an 8-bit kernel, and widths that are not a multiple of 64
  * columns, keep the float32 path: the same bits as RG_FORM_FILE. */
 static void test_fallback(void **state) {
@@ -234,6 +241,6 @@ static void test_fallback(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_block32_formats), cmocka_unit_test(test_k_formats),
-                                     cmocka_unit_test(test_fallback)};
+                                     cmocka_unit_test(test_many_rows), cmocka_unit_test(test_fallback)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
  * --seed N] [--ablate FILE[:...]] [--actadd FILE[:...] [--coeff C]]
  * [--threads N] [--fast-decode] [--json]` prints the continuation (special
  * tokens skipped) and its token ids. Greedy unless --temperature > 0.
- * --fast-decode runs the decode steps on 8-bit activations (weights.h,
+ * --fast-decode runs the prompt and the decode steps on 8-bit activations (weights.h,
  * RG_WEIGHTS_TILED_Q8), as llama.cpp does; by default they are float32, as
  * transformers computes them. The intervention flags
  * are cli_intervention.h's. The prompt plus --max-new-tokens must fit the
@@ -59,7 +59,7 @@ int cmd_generate(int argc, char **argv) {
       {"top-p", CLI_FLOAT, &top_p, "nucleus sampling mass (1)"},
       {"seed", CLI_INT, &seed, "sampling seed (0)"},
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
-      {"fast-decode", CLI_BOOL, &fast_decode, "decode steps on 8-bit activations, as llama.cpp (default: float32)"},
+      {"fast-decode", CLI_BOOL, &fast_decode, "generate on 8-bit activations, as llama.cpp (default: float32)"},
       {"json", CLI_BOOL, &json, "print JSON"},
   };
   const char *pos[1];

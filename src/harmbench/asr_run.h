@@ -55,7 +55,7 @@ typedef struct {
   int max_new_tokens; /* HarmBench: 512 */
   int batch;          /* prompts per rg_generate call */
   int threads;        /* <= 0: all CPUs */
-  /* Decode steps on 8-bit activations where the CPU has the kernels
+  /* Prompts and decode steps on 8-bit activations where the CPU has the kernels
    * (weights.h, RG_WEIGHTS_TILED_Q8); false: float32 (RG_WEIGHTS_TILED). */
   bool fast_decode;
   const int32_t *stop_ids; /* EOS and end-of-turn */

@@ -57,11 +57,11 @@ typedef struct rg_bweight rg_bweight;
 typedef enum {
   RG_FORM_F32 = 0, /* a float32 copy in backend memory */
   RG_FORM_FILE,    /* the file dtype, dequantized in tiles by each matmul */
-  RG_FORM_FILE_Q8  /* RG_FORM_FILE, but products with few activation rows (decode
-                    * steps) quantize the activations to 8 bits per block of 32
-                    * and use integer dot products where the backend has them
-                    * for the dtype (the CPU's: backend_cpu_q8.c). Faster, and
-                    * off the float32 result by the activations' rounding. */
+  RG_FORM_FILE_Q8  /* RG_FORM_FILE, but every product quantizes the activations to
+                    * 8 bits per block of 32 and uses integer dot products where
+                    * the backend has them for the dtype (the CPU's:
+                    * backend_cpu_q8.c). Faster, and off the float32 result by the
+                    * activations' rounding. */
 } rg_weight_form;
 
 typedef struct {

@@ -268,11 +268,12 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
                         float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
+  if (!w->f32 && w->q8) { /* any M: a prompt as well as a decode step */
+    cpu_matmul_q8(be, y, x, M, w, bias, beta);
+    return;
+  }
   if (!w->f32 && M <= SKINNY_MAX_M) {
-    if (w->q8)
-      cpu_matmul_q8(be, y, x, M, w, bias, beta);
-    else
-      cpu_matmul_skinny(be, y, x, M, w, bias, beta);
+    cpu_matmul_skinny(be, y, x, M, w, bias, beta);
     return;
   }
   cpu_backend *c = cpu(be);

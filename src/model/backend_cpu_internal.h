@@ -35,7 +35,7 @@ struct rg_bweight {
   size_t row_bytes; /* of one row in the file dtype */
   const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
   float *owned;     /* the copy we allocated (== f32, writable), freed with the weight */
-  bool q8;          /* tiled, and products of <= SKINNY_MAX_M rows run cpu_matmul_q8 */
+  bool q8;          /* tiled, and every product runs cpu_matmul_q8 (RG_FORM_FILE_Q8) */
 };
 
 static inline cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
@@ -76,10 +76,10 @@ enum { SKINNY_ROWS = 4 };
 void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
                        const rg_bweight *bias, float beta);
 
-/* backend_cpu_q8.c: what cpu_matmul_skinny computes, with the activations
- * quantized to 8 bits (RG_FORM_FILE_Q8). Only for weights whose
- * cpu_q8_supported is true, with c->q8_scratch of at least
- * cpu_q8_scratch_bytes(cols, threads). */
+/* backend_cpu_q8.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
+ * for any M, with the activations quantized to 8 bits (RG_FORM_FILE_Q8).
+ * Only for weights whose cpu_q8_supported is true, with c->q8_scratch of
+ * at least cpu_q8_scratch_bytes(cols, threads). */
 bool cpu_q8_supported(int type, int64_t cols);
 size_t cpu_q8_scratch_bytes(int64_t cols, int threads);
 void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,

@@ -1,6 +1,6 @@
-/* backend_cpu_q8.c: matrix products with few activation rows (decode steps)
- * on block-quantized weights, with the activations quantized to 8 bits and
- * integer dot products: the arithmetic llama.cpp decodes with. Weights of
+/* backend_cpu_q8.c: matrix products on block-quantized weights with the
+ * activations quantized to 8 bits and integer dot products: the arithmetic
+ * llama.cpp runs prompts and decode steps with. Weights of
  * the RG_FORM_FILE_Q8 form take this path (backend.h); RG_FORM_FILE's
  * skinny path (backend_cpu_skinny.c) keeps float32 activations.
  *
@@ -36,7 +36,9 @@
  * transposed by 32-bit words, so that register j of the panel holds
  * elements 4j..4j+3 of every row, and the format's bit operations then
  * work on all 16 rows at once. One vpdpbusd multiplies register j by the
- * broadcast 4 activation bytes of those elements.
+ * broadcast 4 activation bytes of those elements. The decoded panel stays
+ * in cache while up to PASS_ROWS activation rows, 16 at a time, are
+ * multiplied with it, so a prompt decodes each weight once per 256 rows.
  *
  * Dispatch is at run time (cpu_q8_supported): AVX-512 F, BW, VL and VNNI.
  * Elsewhere, and for the other dtypes, RG_FORM_FILE_Q8 weights take the
@@ -55,6 +57,8 @@
 
 enum {
   PANEL = 16, /* weight rows per panel: one per 32-bit lane of a 512-bit register */
+  XROWS = 16, /* activation rows multiplied with a panel at once (one accumulator each) */
+  PASS_ROWS = 256, /* activation rows quantized per pass over the weights (the scratch) */
   CHUNK = 64, /* columns per 16 registers of a panel (4 bytes per row each) */
   QK_K = 256
 };
@@ -65,7 +69,8 @@ enum {
  * row r in 32-bit lane r, as unsigned bytes; and per sub-block s the 16
  * rows' scales at wd + 16 s and, for formats with a bias, biases at
  * wm + 16 s. The decoders work across the 16 rows at once, one row per
- * lane, so that the bytes come out in that layout without a transpose. */
+ * lane: each 16-byte window of the 16 rows' blocks is transposed by 32-bit
+ * words (load16x16), and the bit operations then run on all 16 rows. */
 typedef struct prefetch prefetch;
 typedef void (*unpack_fn)(const uint8_t *rows, size_t row_bytes, int K, uint8_t *wt, float *wd, float *wm,
                           prefetch *pf);
@@ -324,14 +329,14 @@ static size_t panel_scratch_bytes(size_t K) { return PANEL * K + 2 * K * sizeof(
 
 size_t cpu_q8_scratch_bytes(int64_t cols, int threads) {
   const size_t K = (size_t)cols;
-  const size_t acts = SKINNY_MAX_M * (K + K / 32 * sizeof(float) + K / 16 * sizeof(int32_t)) + 3 * 64;
+  const size_t acts = PASS_ROWS * (K + K / 32 * sizeof(float) + K / 16 * sizeof(int32_t)) + 3 * 64;
   return acts + (size_t)threads * panel_scratch_bytes(K);
 }
 
 static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
-/* Row m of x quantized: q[K], d[K / 32] and sum16[K / 16] (each 16
- * elements' sum of q). */
+/* K elements of x (a multiple of 32) quantized: q[K], d[K / 32] and
+ * sum16[K / 16] (each 16 elements' sum of q). */
 VNNI static void quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum16) {
   for (int b = 0; b < K / 32; b++, x += 32, q += 32) {
     const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
@@ -439,15 +444,19 @@ VNNI static void panels_of_thread(const q8_job *j, int tid, int nt) {
     prefetch pf = {p + 1 < p1 ? (const char *)src + panel_file_bytes : NULL, panel_file_bytes, 0,
                    (panel_file_bytes / (size_t)(K / j->f->block) + 63) & ~(size_t)63};
     j->f->unpack(src, rb, K, wt, wd, wm, &pf);
-    __m512 acc[SKINNY_MAX_M];
-    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
-    panel_dots(j->f, wt, wd, wm, &j->x, K, M, acc);
-    for (int m = 0; m < M; m++) {
-      float lane[PANEL];
-      _mm512_storeu_ps(lane, acc[m]);
-      float *out = j->y + (size_t)m * N + r0;
-      for (int r = 0; r < rows; r++)
-        out[r] = j->beta != 0.0f ? out[r] + lane[r] : lane[r] + (j->bias ? j->bias->f32[r0 + r] : 0.0f);
+    for (int m0 = 0; m0 < M; m0 += XROWS) { /* the panel stays in cache for all rows of x */
+      const int mr = M - m0 < XROWS ? M - m0 : XROWS;
+      const q8_acts x = {j->x.q + (size_t)m0 * K, j->x.d + (size_t)m0 * (K / 32), j->x.sum16 + (size_t)m0 * (K / 16)};
+      __m512 acc[XROWS];
+      for (int m = 0; m < mr; m++) acc[m] = _mm512_setzero_ps();
+      panel_dots(j->f, wt, wd, wm, &x, K, mr, acc);
+      for (int m = 0; m < mr; m++) {
+        float lane[PANEL];
+        _mm512_storeu_ps(lane, acc[m]);
+        float *out = j->y + (size_t)(m0 + m) * N + r0;
+        for (int r = 0; r < rows; r++)
+          out[r] = j->beta != 0.0f ? out[r] + lane[r] : lane[r] + (j->bias ? j->bias->f32[r0 + r] : 0.0f);
+      }
     }
   }
 }
@@ -457,22 +466,27 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
   const int K = (int)w->cols, N = (int)w->rows;
   cpu_backend *c = cpu(be);
   int8_t *xq = align64(c->q8_scratch);
-  float *xd = align64(xq + (size_t)M * K);
-  int32_t *xs = (int32_t *)(xd + (size_t)M * (K / 32));
-  const q8_job job = {.f = format_of(w->t->type), .w = w, .bias = bias, .y = y->data, .beta = beta, .M = M, .K = K,
-                      .N = N, .n_panels = (N + PANEL - 1) / PANEL, .x = {xq, xd, xs},
-                      .panels = align64(xs + (size_t)M * (K / 16))};
+  float *xd = align64(xq + (size_t)PASS_ROWS * K);
+  int32_t *xs = (int32_t *)(xd + (size_t)PASS_ROWS * (K / 32));
+  q8_job job = {.f = format_of(w->t->type), .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
+                .n_panels = (N + PANEL - 1) / PANEL, .x = {xq, xd, xs},
+                .panels = align64(xs + (size_t)PASS_ROWS * (K / 16))};
   const int team = be->threads < job.n_panels ? be->threads : job.n_panels;
+  for (int m0 = 0; m0 < M; m0 += PASS_ROWS) { /* a prompt: PASS_ROWS rows per pass over the weights */
+    job.M = M - m0 < PASS_ROWS ? M - m0 : PASS_ROWS;
+    job.y = y->data + (size_t)m0 * N;
+    const float *xm = x->data + (size_t)m0 * K;
 #pragma omp parallel num_threads(team)
-  {
-    /* the activations, split by blocks of 32 over the team */
-    const int blocks = M * (K / 32);
+    {
+      /* the activations, split by blocks of 32 over the team */
+      const int blocks = job.M * (K / 32);
 #pragma omp for schedule(static)
-    for (int i = 0; i < blocks; i++) {
-      const int m = i / (K / 32), b = i % (K / 32);
-      quantize_row(x->data + (size_t)m * K + 32 * b, 32, xq + (size_t)m * K + 32 * b, xd + (size_t)m * (K / 32) + b,
-                   xs + (size_t)m * (K / 16) + 2 * b);
+      for (int i = 0; i < blocks; i++) {
+        const int m = i / (K / 32), b = i % (K / 32);
+        quantize_row(xm + (size_t)m * K + 32 * b, 32, xq + (size_t)m * K + 32 * b, xd + (size_t)m * (K / 32) + b,
+                     xs + (size_t)m * (K / 16) + 2 * b);
+      }
+      panels_of_thread(&job, omp_get_thread_num(), omp_get_num_threads());
     }
-    panels_of_thread(&job, omp_get_thread_num(), omp_get_num_threads());
   }
 }

@@ -53,10 +53,10 @@ typedef enum {
                         * What decode-bound callers (generate, asr) take: a decode step
                         * then reads the file's bytes, and the process stays near the
                         * file's size instead of an f32 copy 4-6x larger. */
-  RG_WEIGHTS_TILED_Q8, /* RG_WEIGHTS_TILED, with the decode steps' products on 8-bit
-                        * activations and integer dot products where the CPU has them
-                        * (backend_cpu_q8.c; llama.cpp's decode arithmetic): what
-                        * generate and asr take with --fast-decode. */
+  RG_WEIGHTS_TILED_Q8, /* RG_WEIGHTS_TILED, with the products on 8-bit activations and
+                        * integer dot products where the CPU has them
+                        * (backend_cpu_q8.c; llama.cpp's arithmetic): what generate
+                        * and asr take with --fast-decode. */
   RG_WEIGHTS_F32       /* always float32 */
 } rg_weight_mode;
 
