@@ -335,22 +335,20 @@ size_t cpu_q8_scratch_bytes(int64_t cols, int threads) {
 
 static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
-/* K elements of x (a multiple of 32) quantized: q[K], d[K / 32] and
- * sum16[K / 16] (each 16 elements' sum of q). */
-VNNI static void quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum16) {
-  for (int b = 0; b < K / 32; b++, x += 32, q += 32) {
-    const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
-    const float dx = amax / 127.0f, inv = dx != 0.0f ? 1.0f / dx : 0.0f;
-    const __m512 iv = _mm512_set1_ps(inv);
-    /* cvtps rounds half to even under the default MXCSR (nearbyintf) */
-    const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, iv)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, iv));
-    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(qa));
-    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(qc));
-    d[b] = dx;
-    sum16[2 * b] = _mm512_reduce_add_epi32(qa);
-    sum16[2 * b + 1] = _mm512_reduce_add_epi32(qc);
-  }
+/* One block of 32 elements of x quantized: q[32], its scale *d and the
+ * sums of q over each half (sum16[0..1]). */
+VNNI static void quantize_block(const float *x, int8_t *q, float *d, int32_t *sum16) {
+  const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
+  const float dx = amax / 127.0f, inv = dx != 0.0f ? 1.0f / dx : 0.0f;
+  const __m512 iv = _mm512_set1_ps(inv);
+  /* cvtps rounds half to even under the default MXCSR (nearbyintf) */
+  const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, iv)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, iv));
+  _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(qa));
+  _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(qc));
+  *d = dx;
+  sum16[0] = _mm512_reduce_add_epi32(qa);
+  sum16[1] = _mm512_reduce_add_epi32(qc);
 }
 
 typedef struct {
@@ -483,8 +481,8 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
 #pragma omp for schedule(static)
       for (int i = 0; i < blocks; i++) {
         const int m = i / (K / 32), b = i % (K / 32);
-        quantize_row(xm + (size_t)m * K + 32 * b, 32, xq + (size_t)m * K + 32 * b, xd + (size_t)m * (K / 32) + b,
-                     xs + (size_t)m * (K / 16) + 2 * b);
+        quantize_block(xm + (size_t)m * K + 32 * b, xq + (size_t)m * K + 32 * b, xd + (size_t)m * (K / 32) + b,
+                       xs + (size_t)m * (K / 16) + 2 * b);
       }
       panels_of_thread(&job, omp_get_thread_num(), omp_get_num_threads());
     }

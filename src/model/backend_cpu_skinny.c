@@ -11,8 +11,8 @@
  * traffic is the file's bytes.
  *
  * The activations stay float32: llama.cpp quantizes them to int8 per block
- * for integer dot products, which changes results by the activations'
- * rounding; here the result differs from the sgemm path only by the order of
+ * for integer dot products (as backend_cpu_q8.c does for RG_FORM_FILE_Q8
+ * weights), which changes results by the activations' rounding; here the result differs from the sgemm path only by the order of
  * the additions (tests/test_backend.c bounds it).
  *
  * Batch invariance: y[m][n] is the same sequence of float operations whatever
