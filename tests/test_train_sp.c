@@ -1,13 +1,17 @@
-/* test_train_sp: `refgeo train` with sequence parallelism (config key sp)
- * under mpirun gives the single-process run, on the tiny Qwen2 (4 heads, 2
- * KV heads: Ulysses on 2 ranks, all-gather KV on 4).
+/* test_train_sp: `refgeo train` under mpirun, sequence-parallel (config key
+ * sp), data-parallel (the groups mpirun's ranks make beyond sp) or both,
+ * gives the single-process run, on the tiny Qwen2 (4 heads, 2 KV heads:
+ * Ulysses on 2 ranks, all-gather KV on 4).
  *
  * Three R2D2 updates (2 micro-batches each: 2 GCG-refreshed test cases,
  * each as an away and a toward example, and 2 utility examples; a pool
- * reset) in one process and with sp 2 and sp 4 (mpirun --oversubscribe on
- * 2 cores). Every rank builds the same micro-batch (same data, draws and
- * GCG, which each rank runs on its own session) and evaluates its part of
- * the tokens; the ranks' gradients are summed. Checked:
+ * reset) in one process, and with sp 2 and sp 4 on 2 and 4 ranks, 2
+ * data-parallel groups of one rank, and 2 groups of sp 2 (mpirun
+ * --oversubscribe on 2 cores). Every rank draws the same micro-batches and
+ * runs the same GCG, each step's 8 candidates shared out over all the
+ * ranks; a sequence-parallel group evaluates its part of the tokens of the
+ * micro-batches its data-parallel group takes; the ranks' gradients are
+ * summed. Checked:
  *  - each update's losses (total, utility, away, toward), gradient norm
  *    and GCG target loss in train_log.csv within 1e-5 relative;
  *  - the final parameters (state/step-3/params.f32) within 1e-5 in the
@@ -15,10 +19,12 @@
  *    max-norm an Adam sensitivity measure, test_sp.c says why);
  *  - rank 0 alone wrote the run: its checkpoints and log are there.
  * The differences are float rounding (summation order over ranks); a
- * misrouted row or a rank on a different batch gives O(1) losses.
- * Bad input: sp that does not divide the ranks, sp 1 under mpirun, sp > 1
- * without mpirun, Ulysses forced on heads that 4 ranks do not divide:
- * exit 1 on every rank with one line naming the problem.
+ * misrouted row, a micro-batch trained twice or by no group, a rank on a
+ * different batch or a misplaced candidate loss gives O(1) differences.
+ * Bad input: sp that does not divide the ranks, data-parallel groups that
+ * grad_accum does not share out over, sp > 1 without mpirun, Ulysses
+ * forced on heads that 4 ranks do not divide: exit 1 on every rank with
+ * one line naming the problem.
  */
 #include <math.h>
 #include <stdio.h>
@@ -160,7 +166,11 @@ static void test_same_as_one_process(void **state) {
   compare(ref, g, "sp 2 (all-gather KV)");
   char *four = train("train_sp_4", 4, "--sp 4");
   compare(ref, four, "sp 4 (all-gather KV)");
-  free(ref), free(u), free(g), free(four);
+  char *dp = train("train_dp_2", 2, "");
+  compare(ref, dp, "2 data-parallel groups");
+  char *both = train("train_sp_2_dp_2", 4, "--sp 2");
+  compare(ref, both, "2 data-parallel groups of sp 2 (Ulysses)");
+  free(ref), free(u), free(g), free(four), free(dp), free(both);
 }
 
 /* Exit 1, and every rank's error line names the problem. */
@@ -178,7 +188,7 @@ static void refused(int np, const char *more, const char *want) {
 
 static void test_bad_input(void **state) {
   refused(2, "--sp 3", "does not divide");
-  refused(2, "", "mpirun started 2 ranks");
+  refused(4, "", "do not share out over 4 data-parallel groups");
   refused(0, "--sp 2", "needs mpirun");
   refused(4, "--sp 4 --sp-attention ulysses", "not multiples of 4");
 }

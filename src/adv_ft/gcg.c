@@ -249,6 +249,26 @@ static int refusal_check(const rg_gcg_stop_rule *r, int k, int steps, double los
   return 0;
 }
 
+/* Step 3, its candidates split over SHARD's ranks (NULL: all here) and the
+ * losses gathered on every rank. */
+static int shared_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, rg_comm *shard,
+                         float *losses) {
+  const int P = shard ? rg_comm_size(shard) : 1;
+  if (P == 1) return rg_gcg_candidate_losses(s, c, cands, n_cands, losses);
+  const int me = rg_comm_rank(shard), lo = (int)((long)n_cands * me / P);
+  int *counts = malloc((size_t)P * sizeof *counts);
+  float *mine = malloc((size_t)(n_cands / P + 1) * sizeof *mine); /* MPI's buffers may not overlap */
+  int rc = counts && mine ? 0 : rg_error_set("gcg: out of memory");
+  for (int r = 0; rc == 0 && r < P; r++) counts[r] = (int)((long)n_cands * (r + 1) / P - (long)n_cands * r / P);
+  if (rc == 0 && counts[me] > 0) rc = rg_gcg_candidate_losses(s, c, cands + (size_t)lo * c->n_suffix, counts[me], mine);
+  /* every rank joins the gather, even after its own share failed, so
+   * that none waits for it until the deadline */
+  if (counts && mine && rg_comm_allgatherv(shard, losses, counts, mine) < 0 && rc == 0)
+    rc = rg_error_prefix("gcg candidate losses");
+  free(counts), free(mine);
+  return rc;
+}
+
 int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallowed, int32_t *ids,
                const rg_gcg_case *layout, const rg_gcg_opts *o, float *losses, int *n_steps,
                rg_gcg_stop_reason *why) {
@@ -281,7 +301,7 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
     if (rc == 0)
       rc = o->sample ? o->sample(o->sample_user, k, c->ids + c->suffix_start, L, cands)
                      : rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
-    if (rc == 0) rc = rg_gcg_candidate_losses(inf, c, cands, o->search_width, cand_losses);
+    if (rc == 0) rc = shared_losses(inf, c, cands, o->search_width, o->shard, cand_losses);
     if (rc == 0 && keep) rc = rg_gcg_retokenizes(rg_session_model(train)->tokenizer, cands, o->search_width, L, keep);
     if (rc != 0) break;
     const int best = best_candidate(cand_losses, o->search_width, keep); /* taken unconditionally (HarmBench) */

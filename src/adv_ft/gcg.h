@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "adv_ft/gcg_stop.h"
+#include "model/comm.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -121,6 +122,12 @@ typedef struct {
    * the same candidates (the token gradient is still computed). */
   int (*sample)(void *user, int step, const int32_t *suffix, int n_suffix, int32_t *cands);
   void *sample_user;
+  /* Ranks that run this attack in step (the same case, options and
+   * weights), or NULL. Step 3's candidates are then split over the ranks
+   * in contiguous shares and the losses gathered on every rank, as
+   * HarmBench shards its 512 candidates over its GPUs: every rank computes
+   * the same gradient and candidates, and takes the same argmin. */
+  rg_comm *shard;
 } rg_gcg_opts;
 
 typedef enum {

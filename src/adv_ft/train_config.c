@@ -42,7 +42,7 @@ static const key_def KEYS[] = {
      "on); 2 all but attention (keeps the queries and attention's output); auto: the least that fits this "
      "machine's memory per rank (refgeo)"},
     {"model", "sp", K_INT, F(sp), "1", 1, NULL,
-     "refgeo: ranks each micro-batch's tokens are split over (sequence parallelism; run under mpirun -np SP)"},
+     "refgeo: ranks each micro-batch's tokens are split over (sequence parallelism); mpirun -np a multiple of SP, the multiple being data-parallel groups"},
     {"model", "sp_attention", K_STR, F(sp_attention), "auto", 0, "auto|ulysses|allgather",
      "refgeo: attention over the ranks: Ulysses where the heads divide, else all-gather KV (auto)"},
     {"model", "checkpoint_dtype", K_STR, F(checkpoint_dtype), "bf16", 0, "bf16|f32", "dtype of checkpoint weights"},

@@ -53,7 +53,15 @@ struct rg_trainer {
   rg_session *train; /* the batch's forward/backward, and GCG's token gradient */
   rg_session *gcg_train; /* with sequence parallelism: GCG's token gradient, this process's own */
   rg_session *cand;  /* GCG's candidate losses */
-  rg_comm *sp;       /* cfg.sp > 1: the ranks of mpirun, which split every micro-batch (NULL: none) */
+  /* Ranks from mpirun (NULL: one process). The world is split as
+   * DeepSpeed splits it: sequence-parallel groups of cfg.sp consecutive
+   * ranks, which split every micro-batch, and data-parallel groups across
+   * them (the ranks at the same place in every group), which take turns at
+   * the update's micro-batches. */
+  rg_comm *world;
+  rg_comm *sp;       /* this rank's sequence-parallel group (NULL: sp 1) */
+  rg_comm *dp;       /* this rank's data-parallel group (NULL: one sequence-parallel group) */
+  int group, n_groups; /* this rank's sequence-parallel group, and how many there are */
   bool writer;       /* this process writes the run dir (rank 0) */
   char recompute_note[256]; /* recompute = auto: what it chose and why (printed when the run starts) */
   rg_grads *g;
@@ -474,24 +482,36 @@ int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_
 
 /* ---------------------------------------------------------------- open */
 
-/* cfg.sp > 1: the ranks of mpirun, all of them one sequence-parallel group
- * (data parallelism over groups is not built). Rank 0 writes the run. */
+/* Under mpirun: the world, its sequence-parallel and data-parallel groups
+ * (struct rg_trainer says how they split it). Every rank draws the same
+ * test cases and runs the same GCG, its candidates shared out over the
+ * world; group g trains on micro-batches g, g + n_groups, ...; rank 0
+ * writes the run. */
 static int open_ranks(rg_trainer *t) {
   const int sp = t->cfg.sp;
   const char *launched = getenv("OMPI_COMM_WORLD_SIZE");
-  const int world = launched ? atoi(launched) : 1;
   t->writer = true;
-  if (sp == 1 && world <= 1) return 0;
-  if (sp == 1) return rg_error_set("sp: 1, but mpirun started %d ranks (set sp to the ranks)", world);
-  if (!launched) return rg_error_set("sp: %d needs mpirun -np %d (this process was not started by mpirun)", sp, sp);
-  if (!(t->sp = rg_comm_mpi_world(600))) return -1;
-  const int P = rg_comm_size(t->sp);
-  t->writer = rg_comm_rank(t->sp) == 0;
+  t->n_groups = 1;
+  if (!launched) return sp == 1 ? 0 : rg_error_set("sp: %d needs mpirun -np %d (this process was not started by mpirun)", sp, sp);
+  if (!(t->world = rg_comm_mpi_world(600))) return -1;
+  const int P = rg_comm_size(t->world), accum = t->cfg.grad_accum;
+  t->writer = rg_comm_rank(t->world) == 0;
   if (P % sp != 0) return rg_error_set("sp: %d does not divide the %d ranks of mpirun", sp, P);
-  if (P != sp)
-    return rg_error_set("sp: %d of %d ranks would leave %d data-parallel groups, which refgeo does not build: run "
-                        "mpirun -np %d",
-                        sp, P, P / sp, sp);
+  t->n_groups = P / sp;
+  t->group = rg_comm_rank(t->world) / sp;
+  /* every group trains on as many micro-batches: the update is one
+   * process's grad_accum micro-batches, shared out */
+  if (accum % t->n_groups != 0)
+    return rg_error_set("grad_accum: %d micro-batches per update do not share out over %d data-parallel groups (%d "
+                        "ranks / sp %d): make grad_accum a multiple of %d",
+                        accum, t->n_groups, P, sp, t->n_groups);
+  if (P == 1) return 0;
+  rg_comm *across = NULL, *in = rg_comm_split(t->world, sp, &across);
+  if (!in) return -1;
+  if (sp > 1) t->sp = in;
+  else rg_comm_free(in);
+  if (t->n_groups > 1) t->dp = across;
+  else rg_comm_free(across);
   return 0;
 }
 
@@ -564,7 +584,10 @@ void rg_trainer_free(rg_trainer *t) {
   free(t->log);
   free(t->run_dir);
   rg_train_config_free(&t->cfg);
-  rg_comm_free(t->sp); /* last: a broken MPI communicator ends the job */
+  /* last: a broken MPI communicator ends the job */
+  rg_comm_free(t->sp);
+  rg_comm_free(t->dp);
+  rg_comm_free(t->world);
   free(t);
 }
 
@@ -603,12 +626,14 @@ typedef struct {
   int resets;
 } update_sums;
 
-static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
+/* Micro-batch K of the update: every rank draws it and runs its GCG; the
+ * ranks of data-parallel group K % n_groups train on it. */
+static int micro_batch(rg_trainer *t, int k, bool reset, update_sums *u) {
   const rg_train_config *c = &t->cfg;
   if (reset) {
-    const int k = rg_pool_reset(&t->pool, t->m, c->reset_fraction, &t->rng);
-    if (k < 0) return -1;
-    u->resets += k;
+    const int n_reset = rg_pool_reset(&t->pool, t->m, c->reset_fraction, &t->rng);
+    if (n_reset < 0) return -1;
+    u->resets += n_reset;
   }
   /* cases_per_step entries in a random order (a partial Fisher-Yates) */
   int order[t->pool.n];
@@ -616,7 +641,7 @@ static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
   rg_pool_pick(&t->rng, order, t->pool.n, c->cases_per_step);
   rg_r2d2_case cases[t->pool.n];
   for (int i = 0; i < c->cases_per_step; i++) cases[i] = pool_case(t, &t->pool.items[order[i]]);
-  const rg_gcg_opts go = {.steps = c->gcg_steps, .search_width = c->search_width, .top_k = c->top_k};
+  const rg_gcg_opts go = {.steps = c->gcg_steps, .search_width = c->search_width, .top_k = c->top_k, .shard = t->world};
   for (int i = 0; c->gcg_steps > 0 && i < c->cases_per_step; i++) {
     rg_gcg_opts o = go;
     o.seed = rg_splitmix64(&t->rng);
@@ -629,6 +654,7 @@ static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
   const rg_utility_example *utility[c->utility_per_step > 0 ? c->utility_per_step : 1];
   for (int i = 0; i < c->utility_per_step; i++)
     if (!(utility[i] = next_utility(t))) return rg_error_set("out of memory");
+  if (k % t->n_groups != t->group) return 0; /* another group's */
   /* accelerate divides each micro-batch's loss by the accumulation steps */
   const float scale = 1.0f / (float)c->grad_accum;
   const rg_r2d2_loss_opts lo = {.w_utility = (float)c->w_utility * scale,
@@ -644,6 +670,14 @@ static int micro_batch(rg_trainer *t, bool reset, update_sums *u) {
   u->toward += L.toward;
   u->total += c->w_utility * L.utility + c->w_away * L.away + c->w_toward * L.toward;
   u->tokens += n_tokens;
+  return 0;
+}
+
+static int sum_over_groups(rg_comm *dp, update_sums *u) {
+  double v[5] = {u->total, u->utility, u->away, u->toward, (double)u->tokens};
+  if (rg_comm_allreduce_sum_f64(dp, v, 5) < 0) return rg_error_prefix("summing the groups' losses");
+  *u = (update_sums){.total = v[0], .utility = v[1], .away = v[2], .toward = v[3], .tokens = (long)v[4],
+                     .gcg_loss = u->gcg_loss, .gcg_cases = u->gcg_cases, .resets = u->resets};
   return 0;
 }
 
@@ -669,8 +703,11 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
    * (ATU:872-878): the last micro-batch of every reset_every-th update */
   const bool reset_update = c->reset_every > 0 && (t->step + 1) % c->reset_every == 0;
   for (int k = 0; k < c->grad_accum; k++)
-    if (micro_batch(t, reset_update && k == c->grad_accum - 1, &u) < 0) return -1;
-  if (t->sp && rg_grads_allreduce(t->g, t->sp) < 0) return -1; /* each rank's share of the batch's gradient */
+    if (micro_batch(t, k, reset_update && k == c->grad_accum - 1, &u) < 0) return -1;
+  /* each rank's share of the update's gradient; the losses of each
+   * group's micro-batches (which its ranks all hold) */
+  if (t->world && rg_grads_allreduce(t->g, t->world) < 0) return -1;
+  if (t->dp && sum_over_groups(t->dp, &u) < 0) return -1;
   const double lr = learning_rate(t);
   double norm = 0;
   if (rg_optimizer_step(t->opt, lr, c->clip, &norm) < 0) return -1;
