@@ -3,7 +3,10 @@
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and
 # libomp-dev (OpenMP for clang) build the fuzzing harnesses (scripts/fuzz.sh).
 # chromium and python3-venv serve the optional report checks (tests/check/,
-# scripts/check-env.sh).
+# scripts/check-env.sh). hipcc and libamdhip64-dev build the HIP flavor of
+# the GPU backend (scripts/test.sh compiles it); libtbb-dev serves
+# scripts/gpu-check-cpu.sh. The CUDA toolkit is not a Debian package here: a
+# CUDA build uses the one installed under /usr/local/cuda, when there is one.
 # Idempotent: packages already present are skipped, so a second run is quick
 # and needs no network.
 set -euo pipefail
@@ -19,6 +22,7 @@ PACKAGES=(
   time strace
   clang libclang-rt-14-dev libomp-dev
   chromium
+  hipcc libamdhip64-dev libtbb-dev
 )
 
 missing=()

@@ -147,7 +147,7 @@ static void check_matmul(int type, int M, int64_t K, int64_t N, bool with_bias) 
     double e = rel_err(y, ref, (size_t)M * N);
     print_message("matmul %-5s %-9s M=%d K=%lld N=%lld: rel err %.2e\n", rg_dtype_get(type)->name,
                   BACKENDS[bi].name, M, (long long)K, (long long)N, e);
-    assert_true(e < TOL);
+    assert_true(e < weight_tol(bi, TOL));
     free(y);
     /* rg_op_matmul_add (LoRA's y += u B^T) adds the same product again */
     double *twice = malloc((size_t)M * N * sizeof *twice);
@@ -157,7 +157,7 @@ static void check_matmul(int type, int M, int64_t K, int64_t N, bool with_bias) 
     y = download(be, yb, (size_t)M * N);
     e = rel_err(y, twice, (size_t)M * N);
     print_message("matmul_add %-5s %-9s: rel err %.2e\n", rg_dtype_get(type)->name, BACKENDS[bi].name, e);
-    assert_true(e < TOL);
+    assert_true(e < weight_tol(bi, TOL));
     free(y);
     free(twice);
     rg_buf_free(be, xb);
@@ -195,6 +195,10 @@ static void test_matmul_skinny_and_tiles(void **state) {
  * row of the 16-row product (a step of 16 sequences), on the file-dtype
  * path that decode steps take. */
 static void test_matmul_batch_invariant(void **state) {
+  if (!on_cpu()) { /* a GPU's BLAS may pick another algorithm for another row count */
+    print_message("batch invariance: a CPU property, not checked on %s\n", BACKENDS[0].backend);
+    return;
+  }
   const int M = 16, K = 96, N = 45;
   hand_weight w = make_weight(RG_Q4_1, K, N);
   float *x = rand_f32((size_t)M * K, 1.0);
@@ -244,7 +248,8 @@ static void test_embed(void **state) {
       rg_op_embed(be, o, bw, bt);
       rg_batch_free(be, bt);
       float *got = download(be, o, (size_t)n * d);
-      assert_true(rel_err(got, ref, (size_t)n * d) == 0); /* a copy: exact */
+      /* a copy: exact, but for a GPU's bf16 file form (rounded at upload) */
+      assert_true(rel_err(got, ref, (size_t)n * d) <= BACKENDS[bi].weight_tol);
       free(got);
       rg_buf_free(be, o);
       rg_bweight_free(be, bw);
@@ -544,6 +549,7 @@ static void test_weight_errors(void **state) {
 }
 
 int main(void) {
+  select_backends();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_all_dtypes), cmocka_unit_test(test_matmul_many_tiles),
       cmocka_unit_test(test_matmul_skinny_and_tiles), cmocka_unit_test(test_matmul_batch_invariant),

@@ -6,21 +6,42 @@
 #include "model/backend_plan.h"
 #include "util/error.h"
 
+#if !defined(REFGEO_GPU_CUDA) && !defined(REFGEO_GPU_HIP)
+rg_backend *rg_backend_gpu_new(const rg_backend_opts *o) {
+  rg_error_set("this build has no GPU backend (CMake REFGEO_CUDA, REFGEO_HIP)");
+  return NULL;
+}
+int rg_gpu_device_count(void) { return 0; }
+#endif
+
 typedef struct {
   const char *name;
   rg_backend *(*make)(const rg_backend_opts *o);
 } backend_entry;
 
-/* Every backend this build has; a GPU build adds its entries here. The
- * plan backends count bytes instead of computing (backend_plan.h). */
+/* Every backend this build has. The plan backends count bytes instead of
+ * computing (backend_plan.h); a GPU build adds its own (backend_gpu.cu),
+ * whose names take a device number (":N"). */
 static const backend_entry BACKENDS[] = {
-    {"cpu", rg_backend_cpu_new}, {"plan-cpu", rg_backend_plan_cpu_new}, {"plan-gpu", rg_backend_plan_gpu_new}};
+    {"cpu", rg_backend_cpu_new},
+    {"plan-cpu", rg_backend_plan_cpu_new},
+    {"plan-gpu", rg_backend_plan_gpu_new},
+#if defined(REFGEO_GPU_CUDA)
+    {"cuda", rg_backend_gpu_new},
+    {"cuda-tiled", rg_backend_gpu_new},
+#elif defined(REFGEO_GPU_HIP)
+    {"hip", rg_backend_gpu_new},
+#endif
+};
 enum { N_BACKENDS = sizeof BACKENDS / sizeof BACKENDS[0] };
 
 rg_backend *rg_backend_new(const rg_backend_opts *o) {
   const char *name = o && o->name ? o->name : "cpu";
+  const size_t len = strcspn(name, ":"); /* "cuda:1": device 1 */
   for (int i = 0; i < N_BACKENDS; i++)
-    if (strcmp(BACKENDS[i].name, name) == 0) return BACKENDS[i].make(o);
+    if (strlen(BACKENDS[i].name) == len && strncmp(BACKENDS[i].name, name, len) == 0 &&
+        (name[len] == '\0' || BACKENDS[i].make == rg_backend_gpu_new))
+      return BACKENDS[i].make(o);
   char known[128] = "";
   for (int i = 0; i < N_BACKENDS; i++) {
     if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);

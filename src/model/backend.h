@@ -4,8 +4,9 @@
  * the spirit of ggml's backend interface). forward.c, backward.c and the
  * optimizer call only these operations, so a CUDA or HIP backend fills the
  * same table without them changing. Backends are made by name
- * (rg_backend_new); today there is one, "cpu" (backend_cpu.c: OpenBLAS
- * sgemm + OpenMP).
+ * (rg_backend_new): "cpu" (backend_cpu.c: OpenBLAS sgemm + OpenMP) and,
+ * in a GPU build, "cuda" or "hip" (backend_gpu.cu: CUDA and HIP from one
+ * source).
  *
  * Conventions:
  *  - Activations are row-major float32 matrices [rows, width] in rg_buf
@@ -183,6 +184,14 @@ struct rg_backend {
 rg_backend *rg_backend_new(const rg_backend_opts *o);
 /* The CPU backend (what rg_backend_new makes for "cpu"). */
 rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts);
+/* The GPU backend of a build with one (REFGEO_GPU_CUDA: "cuda", and
+ * "cuda-tiled", which takes the project's own matrix product instead of
+ * cuBLAS; REFGEO_GPU_HIP: "hip"), on device N of "NAME:N" (0 without).
+ * NULL with the error set, also when the device is not there. In a build
+ * without one, it only sets the error. */
+rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts);
+/* The GPU devices this process sees (0 without a GPU build). */
+int rg_gpu_device_count(void);
 
 static inline void rg_backend_free(rg_backend *be) {
   if (be) be->iface->free(be);
