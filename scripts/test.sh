@@ -2,7 +2,9 @@
 # Runs every test: installs dependencies, fetches the test models, then builds
 # and runs the CTest suite twice: a Release build (in a copy of the tree with
 # no shared data folder next to it: see below), and a Debug build under
-# AddressSanitizer + UndefinedBehaviorSanitizer; then every libFuzzer harness
+# AddressSanitizer + UndefinedBehaviorSanitizer (both with the CUDA flavor of
+# the GPU backend where nvcc is found; its tests skip without a GPU); a
+# compile-only HIP build where hipcc is found; then every libFuzzer harness
 # for 30 s on its corpus (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,5 +55,13 @@ echo "== ASan + UBSan build"
 # which LeakSanitizer does not count as leaks.
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DREFGEO_SANITIZE=ON
+# The GPU backend's other flavor: the suites above build CUDA where nvcc is
+# found (their GPU tests skip without a device); HIP is compiled here, with
+# warnings as errors, so that a source only nvcc accepts fails CI.
+if command -v hipcc >/dev/null; then
+  echo "== HIP build (compile only)"
+  cmake -S . -B build-hip -DCMAKE_BUILD_TYPE=Release -DREFGEO_CUDA=OFF -DREFGEO_HIP=ON -DREFGEO_TESTS=OFF >/dev/null
+  cmake --build build-hip -j "$JOBS" --target refgeo
+fi
 echo "== fuzzing, 30 s per harness"
 bash scripts/fuzz.sh 30

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/backend.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -93,6 +94,31 @@ static void test_every_command_names_itself(void **state) {
     if (!strstr(out, needle)) fail_msg("refgeo %s --help has no '%s'", COMMANDS[i], needle);
     free(out);
   }
+}
+
+/* --device: an unknown name is refused before any work, naming what this
+ * build has; a GPU backend whose device is absent (a GPU build on a machine
+ * without one) fails in one line when the model would load; --device cpu
+ * runs; info --devices lists cpu (and no model is needed). */
+static void test_device_flag(void **state) {
+  char args[1200];
+  snprintf(args, sizeof args, "generate %s --device nope --prompt Hi", g_model);
+  expect_error(args, "unknown device 'nope' (this build has: cpu");
+  snprintf(args, sizeof args, "capture %s --device cpu:0 --out x.h5", g_model);
+  expect_error(args, "unknown device 'cpu:0'");
+  if (rg_gpu_backend_name() && rg_gpu_device_count() == 0) {
+    snprintf(args, sizeof args, "generate %s --device %s --prompt Hi", g_model, rg_gpu_backend_name());
+    expect_error(args, "device 0 of 0 found");
+  }
+  snprintf(args, sizeof args, "generate %s --device cpu --max-new-tokens 2 --prompt Hi", g_model);
+  free(expect_ok(args));
+  char *out = expect_ok("info --devices");
+  if (strncmp(out, "cpu ", 4) != 0) fail_msg("info --devices: %s", out);
+  free(out);
+  cJSON *j = parse_object(expect_ok("info --devices --json"), "info --devices --json");
+  const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
+  assert_string_equal(cJSON_GetObjectItem(first, "device")->valuestring, "cpu");
+  cJSON_Delete(j);
 }
 
 /* The version CMakeLists.txt's project() states, one line on stdout. */
@@ -228,6 +254,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_command_names_itself),
       cmocka_unit_test(test_version),
+      cmocka_unit_test(test_device_flag),
       cmocka_unit_test(test_bad_counts),
       cmocka_unit_test(test_prompt_beyond_context),
       cmocka_unit_test(test_model_positional_or_flag),

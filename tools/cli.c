@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/backend.h"
 #include "util/error.h"
 
 static void print_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts) {
@@ -84,6 +85,12 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
     for (int k = 0; k < n_opts; k++)
       if (strlen(opts[k].name) == name_len && strncmp(opts[k].name, name, name_len) == 0) o = &opts[k];
     if (!o && !eq && cli_verbosity_flag(a)) continue; /* every command's, unless it has its own */
+    if (!o && name_len == 6 && strncmp(name, "device", 6) == 0) { /* so is --device */
+      const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+      if (!val) return rg_error_set("--device needs a value");
+      if (rg_backend_check_device(val) < 0 || cli_set_device(val) < 0) return -1;
+      continue;
+    }
     if (!o) return rg_error_set("unknown flag '--%.*s' (see refgeo %s --help)", (int)name_len, name, cmd);
     if (o->kind == CLI_BOOL) {
       if (eq) return rg_error_set("--%s takes no value", o->name);
@@ -104,6 +111,12 @@ void cli_bounded_openmp_spin(char **argv) {
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
   if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
   execv("/proc/self/exe", argv); /* returns only on failure: run on as we are */
+}
+
+int cli_set_device(const char *name) {
+  /* in the environment, as the verbosity: `refgeo run`'s stages inherit it */
+  if (setenv("REFGEO_DEVICE", name, 1) != 0) return rg_error_set("--device: cannot set REFGEO_DEVICE");
+  return 0;
 }
 
 bool cli_verbosity_flag(const char *arg) {

@@ -72,6 +72,11 @@ void cli_list_free(cli_list *l);
  * results and errors. Verbose: progress lines in logs too, at every tenth
  * of a loop (util/progress.h). */
 bool cli_verbosity_flag(const char *arg);
+/* --device NAME, which every command takes too (cli_parse handles it):
+ * the backend every model of the command runs on ("cpu", the default;
+ * "cuda[:N]", "hip[:N]" in a GPU build), as REFGEO_DEVICE in the
+ * environment (model/backend.h rg_backend_default_name). 0 or -1. */
+int cli_set_device(const char *name);
 /* Where progress and per-step lines go: stderr, or NULL under --quiet. */
 FILE *cli_log(void);
 

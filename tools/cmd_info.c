@@ -1,12 +1,15 @@
 /* cmd_info: `refgeo info (MODEL | --model PATH) [--json]` prints what refgeo understood of a
  * model: its config, how many tensors of each dtype it holds, the parameter
- * count, the tokenizer and the chat template it will render with. */
+ * count, the tokenizer and the chat template it will render with.
+ * `refgeo info --devices [--json]` lists the devices --device can name. */
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "model/backend.h"
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -99,18 +102,78 @@ static void print_table(const cJSON *obj, const char *prefix) {
   }
 }
 
+/* --devices: the devices --device can name, as a cJSON array; NULL with the
+ * error set. */
+static cJSON *device_report(void) {
+  cJSON *list = cJSON_CreateArray(), *cpu = cJSON_CreateObject();
+  cJSON_AddStringToObject(cpu, "device", "cpu");
+  cJSON_AddNumberToObject(cpu, "threads", (double)sysconf(_SC_NPROCESSORS_ONLN));
+  cJSON_AddItemToArray(list, cpu);
+  const char *gpu = rg_gpu_backend_name();
+  for (int i = 0, n = rg_gpu_device_count(); gpu && i < n; i++) {
+    char name[256], dev[64];
+    size_t bytes = 0;
+    if (rg_gpu_device_info(i, name, sizeof name, &bytes) < 0) {
+      cJSON_Delete(list);
+      return NULL;
+    }
+    snprintf(dev, sizeof dev, "%s:%d", gpu, i);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "device", dev);
+    cJSON_AddStringToObject(d, "name", name);
+    cJSON_AddNumberToObject(d, "memory_gib", (double)bytes / (1024.0 * 1024 * 1024));
+    cJSON_AddItemToArray(list, d);
+  }
+  return list;
+}
+
+static int print_devices(bool json) {
+  cJSON *list = device_report();
+  if (!list) return cli_fail();
+  if (json) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddItemToObject(r, "devices", list);
+    char *text = cJSON_Print(r);
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(r);
+    return 0;
+  }
+  const cJSON *d;
+  cJSON_ArrayForEach(d, list) {
+    const cJSON *name = cJSON_GetObjectItem(d, "name");
+    if (name)
+      printf("%-8s %s, %.1f GiB\n", cJSON_GetObjectItem(d, "device")->valuestring, name->valuestring,
+             cJSON_GetObjectItem(d, "memory_gib")->valuedouble);
+    else
+      printf("%-8s %d threads\n", "cpu", (int)cJSON_GetObjectItem(d, "threads")->valuedouble);
+  }
+  if (!rg_gpu_backend_name()) printf("(no GPU backend in this build)\n");
+  else if (rg_gpu_device_count() == 0) printf("(no %s device found)\n", rg_gpu_backend_name());
+  cJSON_Delete(list);
+  return 0;
+}
+
 int cmd_info(int argc, char **argv) {
-  bool json = false;
+  bool json = false, devices = false;
   const char *model = NULL;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
+      {"devices", CLI_BOOL, &devices, "list the devices --device can name instead (no model)"},
       {"json", CLI_BOOL, &json, "print the report as JSON"},
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH) [--json]\n\nexample: refgeo info " CLI_EXAMPLE_MODEL "", pos, 1,
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "(MODEL | --model PATH | --devices) [--json]\n\nexample: refgeo info " CLI_EXAMPLE_MODEL "", pos, 1,
                      &n_pos);
   if (rc == 1) return 0;
+  if (rc == 0 && devices) {
+    if (model || n_pos > 0) {
+      rg_error_set("--devices takes no model");
+      return cli_fail();
+    }
+    return print_devices(json);
+  }
   if (rc != 0 || cli_take_model(&model, pos, &n_pos) < 0) return cli_fail();
   if (!model) {
     rg_error_set("MODEL missing (a .gguf file or a Hugging Face directory)");

@@ -179,8 +179,9 @@ struct rg_backend {
   int threads;
 };
 
-/* The backend named o->name ("cpu"; NULL = "cpu"). NULL with the error set
- * (an unknown name lists the known ones, out of memory). */
+/* The backend named o->name ("cpu", a GPU backend's name, or NULL for
+ * rg_backend_default_name()). NULL with the error set (an unknown name
+ * lists the known ones, no such device, out of memory). */
 rg_backend *rg_backend_new(const rg_backend_opts *o);
 /* The CPU backend (what rg_backend_new makes for "cpu"). */
 rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts);
@@ -190,8 +191,19 @@ rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts);
  * NULL with the error set, also when the device is not there. In a build
  * without one, it only sets the error. */
 rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts);
+/* "cuda" or "hip": the GPU backend of this build, or NULL. */
+const char *rg_gpu_backend_name(void);
 /* The GPU devices this process sees (0 without a GPU build). */
 int rg_gpu_device_count(void);
+/* Device I's name (into NAME) and memory in bytes; 0, or -1 with the error set. */
+int rg_gpu_device_info(int i, char *name, size_t name_len, size_t *bytes);
+/* The backend rg_backend_new makes when opts->name is NULL: REFGEO_DEVICE
+ * from the environment (what the CLI's --device sets), else "cpu". */
+const char *rg_backend_default_name(void);
+/* 0 when NAME is a device of this build ("cpu", "cuda", "cuda:1", "hip",
+ * ...), else -1 with an error that lists them. Whether the device is
+ * present is known only when a backend starts on it. */
+int rg_backend_check_device(const char *name);
 
 static inline void rg_backend_free(rg_backend *be) {
   if (be) be->iface->free(be);

@@ -22,6 +22,11 @@ void gpu_fail(rg_backend *be, const char *fmt, ...) {
   g->failed = true;
 }
 
+int gpu_ok(rg_backend *be, cudaError_t e, const char *what) {
+  if (e != cudaSuccess) gpu_fail(be, "%s: %s", what, cudaGetErrorString(e));
+  return e == cudaSuccess ? 0 : -1;
+}
+
 int gpu_check(rg_backend *be, const char *what) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) gpu_fail(be, "%s: %s", what, cudaGetErrorString(e));
@@ -43,13 +48,13 @@ static int gpu_status(rg_backend *be) {
 void *gpu_scratch(rg_backend *be, size_t bytes) {
   gpu_backend *g = gpu(be);
   if (bytes <= g->scratch_bytes) return g->scratch;
-  cudaStreamSynchronize(g->stream); /* queued work may still read the old scratch */
-  cudaFree(g->scratch);
+  (void)cudaStreamSynchronize(g->stream); /* queued work may still read the old scratch */
+  (void)cudaFree(g->scratch);
   g->scratch = NULL;
   g->scratch_bytes = 0;
   const size_t grown = bytes + bytes / 2;
   if (cudaMalloc((void **)&g->scratch, grown) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     gpu_fail(be, "out of device memory for %zu bytes of scratch", grown);
     return NULL;
   }
@@ -61,30 +66,29 @@ void *gpu_scratch(rg_backend *be, size_t bytes) {
  * host array; HIP promises that only for pinned memory (HIP-CPU reads it
  * when the stream runs), so on HIP an upload waits for its copy. */
 void gpu_upload(rg_backend *be, void *dst, const void *src, size_t bytes) {
-  if (bytes > 0) cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, gpu(be)->stream);
+  if (bytes > 0) gpu_ok(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, gpu(be)->stream), "upload");
 #if defined(RG_GPU_HIP) || defined(RG_GPU_HIP_CPU)
-  cudaStreamSynchronize(gpu(be)->stream);
+  gpu_ok(be, cudaStreamSynchronize(gpu(be)->stream), "upload");
 #endif
-  gpu_check(be, "upload");
 }
 
 static rg_buf *gpu_buf_new(rg_backend *be, size_t n) {
   rg_buf *b = (rg_buf *)calloc(1, sizeof *b);
   if (!b || cudaMalloc((void **)&b->data, (n > 0 ? n : 1) * sizeof(float)) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     free(b);
     rg_error_set("%s backend: out of device memory for %zu floats", RG_GPU_VENDOR_NAME, n);
     return NULL;
   }
   b->n = n;
   /* zero-filled, as backend.h promises; the fill also commits the pages */
-  cudaMemsetAsync(b->data, 0, n * sizeof(float), gpu(be)->stream);
+  gpu_ok(be, cudaMemsetAsync(b->data, 0, n * sizeof(float), gpu(be)->stream), "new buffer");
   return b;
 }
 
 static void gpu_buf_free(rg_backend *be, rg_buf *b) {
-  cudaStreamSynchronize(gpu(be)->stream);
-  cudaFree(b->data);
+  (void)cudaStreamSynchronize(gpu(be)->stream);
+  (void)cudaFree(b->data);
   free(b);
 }
 
@@ -93,39 +97,41 @@ static void gpu_buf_upload(rg_backend *be, rg_buf *dst, size_t offset, const flo
 }
 
 static int gpu_buf_download(rg_backend *be, const rg_buf *src, size_t offset, float *dst, size_t n) {
-  if (n > 0) cudaMemcpyAsync(dst, src->data + offset, n * sizeof(float), cudaMemcpyDeviceToHost, gpu(be)->stream);
-  gpu_check(be, "download");
+  if (n > 0)
+    gpu_ok(be, cudaMemcpyAsync(dst, src->data + offset, n * sizeof(float), cudaMemcpyDeviceToHost, gpu(be)->stream),
+           "download");
   return gpu_status(be);
 }
 
 static void gpu_buf_copy(rg_backend *be, rg_buf *dst, size_t dst_offset, const rg_buf *src, size_t src_offset,
                          size_t n) {
   if (n > 0)
-    cudaMemcpyAsync(dst->data + dst_offset, src->data + src_offset, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                    gpu(be)->stream);
-  gpu_check(be, "buffer copy");
+    gpu_ok(be,
+           cudaMemcpyAsync(dst->data + dst_offset, src->data + src_offset, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                           gpu(be)->stream),
+           "buffer copy");
 }
 
 static void gpu_buf_copy_rows(rg_backend *be, rg_buf *dst, size_t dst_offset, size_t dst_stride, const rg_buf *src,
                               size_t src_offset, size_t src_stride, int rows, size_t width) {
   if (rows > 0 && width > 0)
-    cudaMemcpy2DAsync(dst->data + dst_offset, dst_stride * sizeof(float), src->data + src_offset,
-                      src_stride * sizeof(float), width * sizeof(float), (size_t)rows, cudaMemcpyDeviceToDevice,
-                      gpu(be)->stream);
-  gpu_check(be, "strided copy");
+    gpu_ok(be,
+           cudaMemcpy2DAsync(dst->data + dst_offset, dst_stride * sizeof(float), src->data + src_offset,
+                             src_stride * sizeof(float), width * sizeof(float), (size_t)rows,
+                             cudaMemcpyDeviceToDevice, gpu(be)->stream),
+           "strided copy");
 }
 
 static void gpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n) {
-  if (n > 0) cudaMemsetAsync(b->data + offset, 0, n * sizeof(float), gpu(be)->stream);
-  gpu_check(be, "zero");
+  if (n > 0) gpu_ok(be, cudaMemsetAsync(b->data + offset, 0, n * sizeof(float), gpu(be)->stream), "zero");
 }
 
 /* ---------------------------------------------------------------- batches */
 
 static void gpu_batch_free(rg_backend *be, rg_batch *b) {
   gpu_batch *gb = (gpu_batch *)b;
-  cudaStreamSynchronize(gpu(be)->stream);
-  cudaFree(b->ids), cudaFree(b->seq), cudaFree(b->pos), cudaFree(gb->order), cudaFree(gb->seqs);
+  (void)cudaStreamSynchronize(gpu(be)->stream);
+  (void)(void)cudaFree(b->ids), (void)cudaFree(b->seq), (void)cudaFree(b->pos), (void)cudaFree(gb->order), (void)cudaFree(gb->seqs);
   free(gb->host);
   free(gb);
 }
@@ -143,7 +149,7 @@ static rg_batch *gpu_batch_new(rg_backend *be, int cap) {
          cudaMalloc((void **)&gb->seqs, 4 * n * sizeof(int)) == cudaSuccess;
   }
   if (!ok) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     if (gb) gpu_batch_free(be, &gb->base);
     rg_error_set("%s backend: out of memory for a %d-token batch", RG_GPU_VENDOR_NAME, cap);
     return NULL;
@@ -226,9 +232,9 @@ static int upload_rows(const rg_bweight *w, float *f32, uint16_t *bf16) {
 }
 
 static void gpu_weight_free(rg_backend *be, rg_bweight *w) {
-  cudaStreamSynchronize(gpu(be)->stream);
-  cudaFree(w->f32);
-  cudaFree(w->bf16);
+  (void)cudaStreamSynchronize(gpu(be)->stream);
+  (void)cudaFree(w->f32);
+  (void)cudaFree(w->bf16);
   free(w);
 }
 
@@ -258,7 +264,7 @@ static rg_bweight *gpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
   const size_t n = (size_t)rows * (size_t)cols;
   void **dst = f32 ? (void **)&w->f32 : (void **)&w->bf16;
   if (cudaMalloc(dst, n * (f32 ? sizeof(float) : sizeof(uint16_t))) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     free(w);
     rg_error_set("%s: out of device memory for %lld x %lld %s", tensor_name(t), (long long)rows, (long long)cols,
                  f32 ? "f32" : "bf16");
@@ -285,14 +291,14 @@ static int gpu_weight_make_f32(rg_backend *be, rg_bweight *w) {
   const size_t n = (size_t)w->rows * (size_t)w->cols;
   float *f = NULL;
   if (cudaMalloc((void **)&f, n * sizeof *f) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return rg_error_set("%s: out of device memory for a %zu-float f32 copy", tensor_name(w->t), n);
   }
   /* from the file, not the bf16 copy: training starts from the exact weights */
   w->f32 = f;
   if (upload_rows(w, w->f32, NULL) < 0) return -1;
-  cudaStreamSynchronize(gpu(be)->stream);
-  cudaFree(w->bf16);
+  (void)cudaStreamSynchronize(gpu(be)->stream);
+  (void)cudaFree(w->bf16);
   w->bf16 = NULL;
   return gpu_status(be);
 }
@@ -300,14 +306,14 @@ static int gpu_weight_make_f32(rg_backend *be, rg_bweight *w) {
 static int gpu_weight_download(rg_backend *be, const rg_bweight *w, float *dst) {
   const size_t n = (size_t)w->rows * (size_t)w->cols;
   if (w->f32) {
-    cudaMemcpyAsync(dst, w->f32, n * sizeof *dst, cudaMemcpyDeviceToHost, gpu(be)->stream);
-    gpu_check(be, "weight download");
+    gpu_ok(be, cudaMemcpyAsync(dst, w->f32, n * sizeof *dst, cudaMemcpyDeviceToHost, gpu(be)->stream),
+           "weight download");
     return gpu_status(be);
   }
   float *tmp = (float *)gpu_scratch(be, n * sizeof *tmp);
   if (tmp) RG_LAUNCH(bf16_to_f32_kernel, gpu_blocks(n), GPU_THREADS, 0, gpu(be)->stream, tmp, w->bf16, n);
   if (tmp && gpu_check(be, "weight download") == 0)
-    cudaMemcpyAsync(dst, tmp, n * sizeof *dst, cudaMemcpyDeviceToHost, gpu(be)->stream);
+    gpu_ok(be, cudaMemcpyAsync(dst, tmp, n * sizeof *dst, cudaMemcpyDeviceToHost, gpu(be)->stream), "weight download");
   return gpu_status(be);
 }
 
@@ -321,12 +327,12 @@ static int gpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
 
 static void gpu_free(rg_backend *be) {
   gpu_backend *g = gpu(be);
-  cudaStreamSynchronize(g->stream);
+  (void)cudaStreamSynchronize(g->stream);
 #ifdef RG_GPU_CUBLAS
   cublasDestroy(g->blas);
 #endif
-  cudaFree(g->scratch);
-  cudaStreamDestroy(g->stream);
+  (void)cudaFree(g->scratch);
+  (void)cudaStreamDestroy(g->stream);
   free(g);
 }
 
@@ -380,16 +386,30 @@ static const rg_backend_iface GPU_IFACE = {
 extern "C" int rg_gpu_device_count(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return 0;
   }
   return n;
 }
 
+extern "C" const char *rg_gpu_backend_name(void) { return RG_GPU_VENDOR_NAME; }
+
+extern "C" int rg_gpu_device_info(int i, char *name, size_t name_len, size_t *bytes) {
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return rg_error_set("%s device %d: not found", RG_GPU_VENDOR_NAME, i);
+  }
+  snprintf(name, name_len, "%s", p.name);
+  *bytes = p.totalGlobalMem;
+  return 0;
+}
+
 /* opts->name is "cuda", "cuda-tiled" or "hip", and with ":N" the N-th
  * device. */
 extern "C" rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts) {
-  const char *colon = opts && opts->name ? strchr(opts->name, ':') : NULL;
+  const char *name = opts && opts->name ? opts->name : rg_backend_default_name();
+  const char *colon = strchr(name, ':');
   const int device = colon ? atoi(colon + 1) : 0, count = rg_gpu_device_count();
   if (device < 0 || device >= count) {
     rg_error_set("%s backend: device %d of %d found", RG_GPU_VENDOR_NAME, device, count);
@@ -404,7 +424,7 @@ extern "C" rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts) {
   g->base.threads = 1;
   g->device = device;
 #ifdef RG_GPU_CUBLAS
-  g->tiled = strncmp(opts->name, "cuda-tiled", 10) == 0;
+  g->tiled = strncmp(name, "cuda-tiled", 10) == 0;
 #endif
   bool ok = cudaSetDevice(device) == cudaSuccess && cudaStreamCreate(&g->stream) == cudaSuccess;
 #ifdef RG_GPU_CUBLAS

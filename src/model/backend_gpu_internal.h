@@ -71,6 +71,9 @@ static inline gpu_backend *gpu(rg_backend *be) { return (gpu_backend *)be; }
 
 /* Records the first failure (backend.h, "Errors"). */
 void gpu_fail(rg_backend *be, const char *fmt, ...);
+/* Records E under WHAT when a runtime call failed (HIP marks them
+ * nodiscard; every call is checked alike). 0 or -1. */
+int gpu_ok(rg_backend *be, cudaError_t e, const char *what);
 /* After a launch or a queued call: records a launch error under WHAT.
  * Returns 0, or -1 when the backend has failed. */
 int gpu_check(rg_backend *be, const char *what);

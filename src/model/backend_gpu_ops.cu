@@ -381,7 +381,7 @@ int gpu_sum_squares(rg_backend *be, const rg_buf *b, double *out) {
   if (partial) {
     RG_LAUNCH(sum_squares_kernel, dim3(SUM_BLOCKS), GPU_THREADS, 0, stream(be), partial, b->data, b->n);
     if (gpu_check(be, "sum of squares") == 0)
-      cudaMemcpyAsync(host, partial, sizeof host, cudaMemcpyDeviceToHost, stream(be));
+      gpu_ok(be, cudaMemcpyAsync(host, partial, sizeof host, cudaMemcpyDeviceToHost, stream(be)), "sum of squares");
   }
   const int rc = rg_backend_status(be);
   if (rc == 0)
