@@ -329,7 +329,7 @@ static void gpu_free(rg_backend *be) {
   gpu_backend *g = gpu(be);
   (void)cudaStreamSynchronize(g->stream);
 #ifdef RG_GPU_CUBLAS
-  cublasDestroy(g->blas);
+  gpu_blas_free(be);
 #endif
   (void)cudaFree(g->scratch);
   (void)cudaStreamDestroy(g->stream);
@@ -426,17 +426,18 @@ extern "C" rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts) {
 #ifdef RG_GPU_CUBLAS
   g->tiled = strncmp(name, "cuda-tiled", 10) == 0;
 #endif
-  bool ok = cudaSetDevice(device) == cudaSuccess && cudaStreamCreate(&g->stream) == cudaSuccess;
-#ifdef RG_GPU_CUBLAS
-  /* exact float32 products (no TF32), as the CPU backend's */
-  ok = ok && cublasCreate(&g->blas) == CUBLAS_STATUS_SUCCESS && cublasSetStream(g->blas, g->stream) == CUBLAS_STATUS_SUCCESS &&
-       cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS;
-#endif
-  if (!ok) {
+  if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreate(&g->stream) != cudaSuccess) {
     const cudaError_t e = cudaGetLastError();
     rg_error_set("%s backend: device %d: %s", RG_GPU_VENDOR_NAME, device, cudaGetErrorString(e));
     free(g);
     return NULL;
   }
+#ifdef RG_GPU_CUBLAS
+  if (gpu_blas_init(&g->base) < 0) {
+    rg_error_prefix("%s backend", RG_GPU_VENDOR_NAME);
+    gpu_free(&g->base);
+    return NULL;
+  }
+#endif
   return &g->base;
 }

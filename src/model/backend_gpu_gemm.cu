@@ -15,6 +15,11 @@
  * test_backend checks it against cuBLAS (backend name "cuda-tiled"). */
 #include "model/backend_gpu_internal.h"
 
+#ifdef RG_GPU_CUBLAS
+#include <dlfcn.h>
+#include <stdlib.h>
+#endif
+
 enum { TILE_M = 64, TILE_N = 64, TILE_K = 16 };
 
 template <typename TB>
@@ -80,6 +85,65 @@ static bool use_tiled(rg_backend *be) {
 }
 
 #ifdef RG_GPU_CUBLAS
+/* cuBLAS is opened at run time, not linked: a build made with one CUDA
+ * toolkit then runs where another's cuBLAS is installed (a GPU machine
+ * often has only the one PyTorch's wheels bring, libcublas.so.12), and the
+ * "cuda-tiled" backend needs none. The functions used keep their
+ * signatures across CUDA 11 to 13. REFGEO_CUBLAS may name the library. */
+static struct {
+  bool tried;
+  void *lib;
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*destroy)(cublasHandle_t);
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+  cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                          const float *, int, const float *, int, const float *, float *, int);
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                            const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+} cublas;
+
+static int open_cublas(void) {
+  if (cublas.tried) return cublas.lib ? 0 : rg_error_set("cuBLAS was not found");
+  cublas.tried = true;
+  const char *names[] = {getenv("REFGEO_CUBLAS"), "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !cublas.lib; i++)
+    if (names[i] && *names[i]) cublas.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!cublas.lib)
+    return rg_error_set("cuBLAS was not found (libcublas.so.13 or .12 on the library path, or REFGEO_CUBLAS=PATH; "
+                        "the cuda-tiled backend needs none)");
+  *(void **)&cublas.create = dlsym(cublas.lib, "cublasCreate_v2");
+  *(void **)&cublas.destroy = dlsym(cublas.lib, "cublasDestroy_v2");
+  *(void **)&cublas.set_stream = dlsym(cublas.lib, "cublasSetStream_v2");
+  *(void **)&cublas.set_math_mode = dlsym(cublas.lib, "cublasSetMathMode");
+  *(void **)&cublas.sgemm = dlsym(cublas.lib, "cublasSgemm_v2");
+  *(void **)&cublas.gemm_ex = dlsym(cublas.lib, "cublasGemmEx");
+  if (!cublas.create || !cublas.destroy || !cublas.set_stream || !cublas.set_math_mode || !cublas.sgemm ||
+      !cublas.gemm_ex) {
+    dlclose(cublas.lib);
+    cublas.lib = NULL;
+    return rg_error_set("cuBLAS lacks a function refgeo calls");
+  }
+  return 0;
+}
+
+int gpu_blas_init(rg_backend *be) {
+  gpu_backend *g = gpu(be);
+  if (g->tiled) return 0;
+  if (open_cublas() < 0) return -1;
+  /* exact float32 products (no TF32), as the CPU backend's */
+  if (cublas.create(&g->blas) != CUBLAS_STATUS_SUCCESS || cublas.set_stream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS ||
+      cublas.set_math_mode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
+    return rg_error_set("cuBLAS could not start");
+  return 0;
+}
+
+void gpu_blas_free(rg_backend *be) {
+  gpu_backend *g = gpu(be);
+  if (g->blas) cublas.destroy(g->blas);
+}
+
 __device__ static inline uint16_t f32_to_bf16_dev(float f) {
   const uint32_t u = rg_float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
@@ -106,12 +170,12 @@ static void blas(rg_backend *be, cublasOperation_t ta, cublasOperation_t tb, int
   const float one = 1.0f;
   cublasStatus_t st;
   if (w->f32) {
-    st = cublasSgemm(gpu(be)->blas, ta, tb, m, n, k, &one, w->f32, lda, x, ldb, &beta, c, ldc);
+    st = cublas.sgemm(gpu(be)->blas, ta, tb, m, n, k, &one, w->f32, lda, x, ldb, &beta, c, ldc);
   } else {
     const uint16_t *xb = as_bf16(be, x, x_floats);
     if (!xb) return;
-    st = cublasGemmEx(gpu(be)->blas, ta, tb, m, n, k, &one, w->bf16, CUDA_R_16BF, lda, xb, CUDA_R_16BF, ldb, &beta, c,
-                      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    st = cublas.gemm_ex(gpu(be)->blas, ta, tb, m, n, k, &one, w->bf16, CUDA_R_16BF, lda, xb, CUDA_R_16BF, ldb, &beta,
+                        c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
   if (st != CUBLAS_STATUS_SUCCESS) gpu_fail(be, "cuBLAS gemm: status %d", (int)st);
 }
@@ -170,8 +234,8 @@ void gpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, 
     if (dx) blas(be, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, w, K, dy->data, (size_t)M * N, N, dx->data, K, 1.0f);
     /* dw^T [K x N] += x^T [K x M] dy [M x N] */
     const float one = 1.0f;
-    if (dw && cublasSgemm(gpu(be)->blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, x->data, K, dy->data, N, &one,
-                          dw->data, K) != CUBLAS_STATUS_SUCCESS)
+    if (dw && cublas.sgemm(gpu(be)->blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, x->data, K, dy->data, N, &one,
+                           dw->data, K) != CUBLAS_STATUS_SUCCESS)
       gpu_fail(be, "cuBLAS gemm: weight gradient");
   }
 #endif

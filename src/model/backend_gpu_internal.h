@@ -121,6 +121,13 @@ template <typename T> __device__ static inline T gpu_block_max(T v, T *sh) {
 }
 
 /* backend_gpu_gemm.cu */
+#ifdef RG_GPU_CUBLAS
+/* Opens cuBLAS (at run time: backend_gpu_gemm.cu says why) and makes the
+ * backend's handle on its stream, unless the backend is "cuda-tiled".
+ * 0, or -1 with the error set. */
+int gpu_blas_init(rg_backend *be);
+void gpu_blas_free(rg_backend *be);
+#endif
 void gpu_matmul(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias);
 void gpu_matmul_add(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w);
 void gpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,
