@@ -21,10 +21,10 @@ typedef struct {
   rg_weight_form form;
   /* Error allowed where a product reads a weight in this form, relative to
    * the largest reference value (0: the test's own tolerance). A GPU keeps
-   * a file-form matrix in bf16 and cuBLAS rounds the activations to bf16
-   * too: each product term is then off by up to 2 x 2^-9 of itself, and the
-   * sums of the tests' random terms by about 2^-8 of the largest value; 2e-2
-   * allows 5x that, while a wrong index or a missing term is off by O(1). */
+   * a bf16 file's matrices in bf16, and cuBLAS then rounds the activations
+   * to bf16 too: each product term is off by up to 2^-8 of itself, and the
+   * sums of the tests' random terms by about 2^-9 of the largest value; 2e-2
+   * allows 10x that, while a wrong index or a missing term is off by O(1). */
   double weight_tol;
 } backend_case;
 

@@ -248,8 +248,7 @@ static void test_embed(void **state) {
       rg_op_embed(be, o, bw, bt);
       rg_batch_free(be, bt);
       float *got = download(be, o, (size_t)n * d);
-      /* a copy: exact, but for a GPU's bf16 file form (rounded at upload) */
-      assert_true(rel_err(got, ref, (size_t)n * d) <= BACKENDS[bi].weight_tol);
+      assert_true(rel_err(got, ref, (size_t)n * d) == 0); /* a copy: exact */
       free(got);
       rg_buf_free(be, o);
       rg_bweight_free(be, bw);

@@ -193,41 +193,30 @@ static void gpu_batch_set(rg_backend *be, rg_batch *b, const int32_t *ids, const
 
 /* ---------------------------------------------------------------- weights */
 
-/* Float32 to bf16, rounded to nearest even (NaN kept a NaN). */
-static uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
 static const char *tensor_name(const rg_tensor *t) { return t->name ? t->name : "(tensor)"; }
 
-/* Dequantizes W's rows on the host, CHUNK rows at a time, and copies them
- * to the device as float32 (to F32) or bf16 (to BF16). 0 or -1. */
+/* Copies W to the device: a bf16 file's bytes as they are (to BF16), or its
+ * rows dequantized on the host to float32 (to F32), CHUNK rows at a time.
+ * 0 or -1 with the error set. */
 static int upload_rows(const rg_bweight *w, float *f32, uint16_t *bf16) {
   const size_t row_bytes = rg_dtype_row_bytes(w->t->type, w->cols);
+  if (bf16) {
+    const cudaError_t e = cudaMemcpy(bf16, w->t->data, (size_t)w->rows * row_bytes, cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? 0 : rg_error_set("%s: upload: %s", tensor_name(w->t), cudaGetErrorString(e));
+  }
   const int64_t chunk = (1 << 22) / w->cols > 0 ? (1 << 22) / w->cols : 1;
   float *host = (float *)malloc((size_t)chunk * (size_t)w->cols * sizeof *host);
-  uint16_t *rounded = bf16 ? (uint16_t *)malloc((size_t)chunk * (size_t)w->cols * sizeof *rounded) : NULL;
-  int rc = host && (rounded || !bf16) ? 0 : rg_error_set("%s: out of host memory for its upload", tensor_name(w->t));
+  int rc = host ? 0 : rg_error_set("%s: out of host memory for its upload", tensor_name(w->t));
   for (int64_t r0 = 0; rc == 0 && r0 < w->rows; r0 += chunk) {
     const int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
-    const size_t n = (size_t)nr * (size_t)w->cols;
     for (int64_t r = 0; r < nr; r++)
       rg_dequantize_row(w->t->type, (const char *)w->t->data + (size_t)(r0 + r) * row_bytes, host + r * w->cols,
                         w->cols);
-    cudaError_t e;
-    if (bf16) {
-      for (size_t i = 0; i < n; i++) rounded[i] = f32_to_bf16(host[i]);
-      e = cudaMemcpy(bf16 + (size_t)r0 * w->cols, rounded, n * sizeof *rounded, cudaMemcpyHostToDevice);
-    } else {
-      e = cudaMemcpy(f32 + (size_t)r0 * w->cols, host, n * sizeof *host, cudaMemcpyHostToDevice);
-    }
+    const cudaError_t e = cudaMemcpy(f32 + (size_t)r0 * w->cols, host, (size_t)nr * w->cols * sizeof *host,
+                                     cudaMemcpyHostToDevice);
     if (e != cudaSuccess) rc = rg_error_set("%s: upload: %s", tensor_name(w->t), cudaGetErrorString(e));
   }
   free(host);
-  free(rounded);
   return rc;
 }
 
@@ -260,7 +249,8 @@ static rg_bweight *gpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
   w->t = t;
   w->rows = rows;
   w->cols = cols;
-  const bool f32 = rows == 1 || form == RG_FORM_F32 || t->type == RG_F32 || t->type == RG_F16;
+  /* bf16 only where it is exact: a bf16 file's matrices in a file form */
+  const bool f32 = rows == 1 || form == RG_FORM_F32 || t->type != RG_BF16;
   const size_t n = (size_t)rows * (size_t)cols;
   void **dst = f32 ? (void **)&w->f32 : (void **)&w->bf16;
   if (cudaMalloc(dst, n * (f32 ? sizeof(float) : sizeof(uint16_t))) != cudaSuccess) {

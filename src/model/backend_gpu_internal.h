@@ -10,11 +10,10 @@
  * backend's scratch; an upload has read its host array when it returns
  * (gpu_upload), so the caller may reuse it.
  *
- * Weights: vectors, the RG_FORM_F32 form and trainable weights are float32;
- * matrices in the file forms are bf16 when the file holds bf16 or a
- * block-quantized type (dequantized on the host at upload, then rounded to
- * nearest even), and float32 for f32 and f16 files, which bf16 would
- * round. */
+ * Weights: a bf16 file's matrices in the file forms stay bf16 (a 7B model
+ * in 14 GB); everything else is float32 on the device, dequantized on the
+ * host at upload (block formats and f16 in bf16 would round, and refgeo's
+ * results are exact against transformers on every backend). */
 #ifndef RG_BACKEND_GPU_INTERNAL_H
 #define RG_BACKEND_GPU_INTERNAL_H
 
