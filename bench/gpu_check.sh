@@ -79,12 +79,9 @@ else
 fi
 
 echo "== 5. Mistral-7B-shaped model"
-SYNTH="$OUT/mistral-7b-shape"
-if [ ! -f "$SYNTH/model.safetensors.index.json" ]; then
-  BUILD="$BIN" REFGEO_HOME="$OUT" SCALE_NAME=mistral-7b-shape bash -c '. bench/synth_7b.sh' >"$OUT/synth.log" 2>&1 ||
-    echo "synth-model failed: $(tail -1 "$OUT/synth.log")"
-  SYNTH="$OUT/synth/mistral-7b-shape"
-fi
+# written once under $OUT (synth_7b.sh reuses a complete one)
+SYNTH="$OUT/synth/mistral-7b-shape"
+stage synth_7b 240 env BUILD="$BIN" REFGEO_HOME="$OUT" bash -c '. bench/synth_7b.sh' 
 peak_mem() { # command...: runs it while sampling the GPU's memory; prints the peak MiB last
   local f="$OUT/mem.$$" pid
   (while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 0.2; done) >"$f" &

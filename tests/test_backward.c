@@ -261,6 +261,7 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
+  t_require_device();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_tied),     cmocka_unit_test(test_qwen2_bias),
       cmocka_unit_test(test_mistral_untied), cmocka_unit_test(test_llama3_rope_scaling),

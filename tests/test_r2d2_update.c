@@ -406,6 +406,7 @@ static void test_two_updates(void **state) {
 }
 
 int main(void) {
+  t_require_device();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_updates),
   };

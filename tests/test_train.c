@@ -345,6 +345,7 @@ static void test_bad_input(void **state) {
 }
 
 int main(void) {
+  t_require_device();
   g_model = t_hf_tiny("qwen2_bf16");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_after_kill),

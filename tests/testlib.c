@@ -8,8 +8,20 @@
 
 #include <cjson/cJSON.h>
 
+#include "model/backend.h"
 #include "util/error.h"
 #include "util/fileio.h"
+
+void t_require_device(void) {
+  const char *d = getenv("REFGEO_DEVICE");
+  if (!d || !*d || strcmp(d, "cpu") == 0) return;
+  rg_backend *be = rg_backend_new(&(rg_backend_opts){0});
+  if (!be) {
+    printf("SKIPPED: device %s: %s\n", d, rg_error_get());
+    exit(77);
+  }
+  rg_backend_free(be);
+}
 
 const char *t_env(const char *name) {
   const char *v = getenv(name);

@@ -13,6 +13,10 @@
 /* The value of an environment variable set by tests/CMakeLists.txt; fails the
  * test (does not skip) when it is missing, since scripts/test.sh sets all. */
 const char *t_env(const char *name);
+/* With REFGEO_DEVICE naming a GPU backend (CTest's *_cuda / *_hip variants
+ * of the model tests), exits 77 (CTest: skipped) saying why when that
+ * backend cannot start here; otherwise returns. Call first in main. */
+void t_require_device(void);
 
 /* REFGEO_FIXTURES/NAME as a malloc'd path. */
 char *t_fixture_path(const char *name);

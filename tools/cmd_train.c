@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "cli_data.h"
 #include "commands.h"
+#include "model/backend.h"
 #include "util/error.h"
 
 static const char USAGE[] =
@@ -37,7 +38,8 @@ static int usage(void) {
   printf("  --config VALUE\tthe run's INI file\n  --out VALUE\tthe run directory\n");
   printf("  --resume\tcontinue the run in --out from its newest state\n");
   printf("  --plan\tprint the run's memory plan and whether it fits --device; train nothing\n");
-  printf("  --device VALUE\twith --plan: cpu (this machine's RAM, the default) or gpu:NG (N GiB)\n");
+  printf("  --device VALUE\tthe device to train on (cpu, the default; cuda[:N], hip[:N] in a GPU build); with --plan:\n"
+         "\t\tcpu (this machine's RAM) or gpu:NG (a GPU of N GiB)\n");
   printf("  --json\twith --plan: the plan as one JSON object\n");
   const char *section, *help, *kind, *name;
   for (int i = 0; (name = rg_train_config_key(i, &section, &help, NULL, &kind)) != NULL; i++) {
@@ -96,10 +98,12 @@ int cmd_train(int argc, char **argv) {
       i++;
     }
   }
-  if ((device || json) && !want_plan) {
-    rg_error_set("--device and --json go with --plan (usage: refgeo train %s)", USAGE);
+  if (json && !want_plan) {
+    rg_error_set("--json goes with --plan (usage: refgeo train %s)", USAGE);
     return cli_fail();
   }
+  /* training: --device picks the backend, as in every command */
+  if (device && !want_plan && (rg_backend_check_device(device) < 0 || cli_set_device(device) < 0)) return cli_fail();
   if (want_plan && (out || resume)) {
     rg_error_set("--plan writes nothing: drop --out and --resume (usage: refgeo train %s)", USAGE);
     return cli_fail();

@@ -127,8 +127,8 @@ static rg_bweight *plan_weight_new(rg_backend *be, const rg_tensor *t, rg_weight
   }
   *w = (plan_weight){.rows = rows, .cols = cols, .tag = plan(be)->tag};
   const bool tiled = rows > 1 && form != RG_FORM_F32 && t->type != RG_F32;
-  if (plan(be)->gpu) {
-    w->bytes = tiled ? row_bytes * (size_t)rows : f32;
+  if (plan(be)->gpu) { /* backend_gpu.cu's rule: only a bf16 file's matrices stay as they are */
+    w->bytes = tiled && t->type == RG_BF16 ? row_bytes * (size_t)rows : f32;
   } else {
     const bool aligned_f32 = t->type == RG_F32 && ((uintptr_t)t->data % sizeof(float)) == 0;
     w->bytes = aligned_f32 || tiled ? 0 : f32;

@@ -16,10 +16,9 @@
  *    an aligned f32 tensor or a tiled matrix, which view the file map; a
  *    float32 copy after rg_bweight_make_f32. Tiled matrices add the
  *    dequantization tiles (TILE_FLOATS per thread, or one row if longer).
- *  - "plan-gpu": a device backend holds every weight in device memory: a
- *    tiled matrix in its file dtype (the tensor's bytes), everything else
- *    and every trainable weight as float32. No tiles (an assumption: a GPU
- *    kernel dequantizes in registers or shared memory).
+ *  - "plan-gpu": the GPU backend's (backend_gpu.cu) holds every weight in
+ *    device memory: a bf16 file's matrix in a tiled form as its bytes,
+ *    everything else and every trainable weight as float32. No tiles.
  *
  * Tags: every allocation is counted under the backend's current tag
  * (rg_plan_set_tag; 0 at first), and a free takes its bytes off the tag it
