@@ -24,7 +24,10 @@
 #     training step (bench_train --lora-rank 64), with the GPU's peak memory
 #     (nvidia-smi, sampled) and the model FLOP utilization of each.
 # cuBLAS is opened at run time: the toolkit's, or the one PyTorch's wheels
-# bring (nvidia/cublas/lib), found below.
+# bring (nvidia/cublas/lib), found below. GPU=hip runs a HIP carry (stage 2
+# on "hip" alone), and SKIP_7B=1 leaves out stage 5: how a machine without
+# a GPU rehearses this script on a HIP-CPU build (CARRY=a folder with bin/
+# holding that build's programs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-gpu-carry}
@@ -54,30 +57,39 @@ stage() { # name, timeout seconds, command...: runs it, logs, prints one line
   [ "$verdict" = PASS ] || tail -5 "$OUT/$name.log" | sed 's/^/    /'
 }
 
+GPU=${GPU:-cuda}
+BACKENDS="$GPU"
+[ "$GPU" = cuda ] && BACKENDS="cuda cuda-tiled"
+
 echo "== 1. machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+else
+  echo "(no nvidia-smi)"
+fi
 "$BIN/refgeo" info --devices
 
 echo "== 2. op parity (forward and backward, every operation)"
-for be in cuda cuda-tiled; do
+for be in $BACKENDS; do
   stage "test_backend_$be" 120 env REFGEO_TEST_BACKEND=$be "$BIN/test_backend"
   stage "test_backend_grad_$be" 120 env REFGEO_TEST_BACKEND=$be "$BIN/test_backend_grad"
 done
-grep -h "rel err" "$OUT"/test_backend*_cuda*.log | sort -t'r' -k1 | awk '{print $NF}' | sort -g | tail -1 |
-  sed 's/^/  largest relative error of any op: /'
+grep -h -o "rel err [0-9.e+-]*" "$OUT"/test_backend*.log | awk '{print $3}' | sort -g | tail -1 |
+  sed 's/^/  largest relative error of any operation: /'
 
 echo "== 3. gradients and training on the GPU"
 for t in test_backward test_r2d2_update test_train; do
-  stage "$t" 120 env REFGEO_DEVICE=cuda "$BIN/$t"
+  stage "$t" 120 env REFGEO_DEVICE="$GPU" "$BIN/$t"
 done
 
 echo "== 4. SmolLM2 against transformers"
 if [ -n "${REFGEO_MODEL:-}" ] && [ -f "$REFGEO_MODEL" ]; then
-  stage test_forward 180 env REFGEO_DEVICE=cuda "$BIN/test_forward"
+  stage test_forward 180 env REFGEO_DEVICE="$GPU" "$BIN/test_forward"
 else
   echo "test_forward                 SKIP (REFGEO_MODEL: no SmolLM2 GGUF here)"
 fi
 
+if [ -n "${SKIP_7B:-}" ]; then echo "== 5. skipped (SKIP_7B)"; exit 0; fi
 echo "== 5. Mistral-7B-shaped model"
 # written once under $OUT (synth_7b.sh reuses a complete one)
 SYNTH="$OUT/synth/mistral-7b-shape"

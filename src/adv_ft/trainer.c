@@ -61,6 +61,10 @@ struct rg_trainer {
   rg_comm *world;
   rg_comm *sp;       /* this rank's sequence-parallel group (NULL: sp 1) */
   rg_comm *dp;       /* this rank's data-parallel group (NULL: one sequence-parallel group) */
+  /* On a GPU, the same groups for collectives on device buffers (NCCL:
+   * attention's gathers, the gradient sum); the MPI ones above keep those
+   * on host arrays. NULL on the CPU, where MPI carries both. */
+  rg_comm *world_dev, *sp_dev;
   int group, n_groups; /* this rank's sequence-parallel group, and how many there are */
   bool writer;       /* this process writes the run dir (rank 0) */
   char recompute_note[256]; /* recompute = auto: what it chose and why (printed when the run starts) */
@@ -131,7 +135,7 @@ static int open_sessions(rg_trainer *t) {
                         .max_logit_rows = part,
                         .train = true,
                         .recompute = (rg_recompute)c->recompute,
-                        .sp = t->sp,
+                        .sp = t->sp_dev ? t->sp_dev : t->sp,
                         .sp_mode = sp_mode};
   /* GCG's candidates: gcg_batch whole test cases per call, their target
    * rows only (a target is at most half a test case) */
@@ -152,7 +156,7 @@ static int open_sessions(rg_trainer *t) {
                               .frame = &t->frame,
                               .train = t->train,
                               .gcg_train = t->gcg_train,
-                              .sp = t->sp,
+                              .sp = t->sp_dev ? t->sp_dev : t->sp,
                               .cand = t->cand,
                               .disallowed = t->disallowed,
                               .refusal = c->refusal_target,
@@ -515,6 +519,16 @@ static int open_ranks(rg_trainer *t) {
   return 0;
 }
 
+/* With ranks on a GPU backend: NCCL for the collectives on device buffers
+ * (struct rg_trainer). */
+static int open_device_comms(rg_trainer *t) {
+  rg_backend *be = rg_weights_backend(t->w);
+  if (!t->world || strcmp(rg_backend_name(be), "cpu") == 0) return 0;
+  if (!(t->world_dev = rg_comm_nccl(t->world, be, 600))) return -1;
+  if (t->sp && !(t->sp_dev = rg_comm_nccl(t->sp, be, 600))) return -1;
+  return 0;
+}
+
 rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resume) {
   rg_trainer *t = calloc(1, sizeof *t);
   if (!t || !(t->run_dir = strdup(run_dir))) {
@@ -541,6 +555,7 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   t->frame = (rg_test_case_frame){.before = t->before, .after = t->after, .add_bos = rc == 0 && rg_prompt_wants_bos(&t->tmpl)};
   if (rc == 0) rc = load_data(t);
   if (rc == 0) rc = open_weights(t);
+  if (rc == 0) rc = open_device_comms(t);
   /* the utility replies come from the base model, before any update */
   if (rc == 0) rc = open_utility(t);
   if (rc == 0) rc = open_sessions(t);
@@ -584,7 +599,9 @@ void rg_trainer_free(rg_trainer *t) {
   free(t->log);
   free(t->run_dir);
   rg_train_config_free(&t->cfg);
-  /* last: a broken MPI communicator ends the job */
+  /* last, NCCL's before the MPI ones they borrow: a broken MPI communicator ends the job */
+  rg_comm_free(t->sp_dev);
+  rg_comm_free(t->world_dev);
   rg_comm_free(t->sp);
   rg_comm_free(t->dp);
   rg_comm_free(t->world);
@@ -706,7 +723,7 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
     if (micro_batch(t, k, reset_update && k == c->grad_accum - 1, &u) < 0) return -1;
   /* each rank's share of the update's gradient; the losses of each
    * group's micro-batches (which its ranks all hold) */
-  if (t->world && rg_grads_allreduce(t->g, t->world) < 0) return -1;
+  if (t->world && rg_grads_allreduce(t->g, t->world_dev ? t->world_dev : t->world) < 0) return -1;
   if (t->dp && sum_over_groups(t->dp, &u) < 0) return -1;
   const double lr = learning_rate(t);
   double norm = 0;

@@ -139,7 +139,7 @@ static void gpu_batch_free(rg_backend *be, rg_batch *b) {
 static rg_batch *gpu_batch_new(rg_backend *be, int cap) {
   gpu_batch *gb = (gpu_batch *)calloc(1, sizeof *gb);
   const size_t n = cap > 0 ? (size_t)cap : 1;
-  bool ok = gb && (gb->host = (int *)malloc(5 * n * sizeof(int)));
+  bool ok = gb && (gb->host = (int *)malloc(6 * n * sizeof(int)));
   if (ok) {
     gb->base.cap = cap;
     ok = cudaMalloc((void **)&gb->base.ids, n * sizeof(int32_t)) == cudaSuccess &&
@@ -165,22 +165,24 @@ static void gpu_batch_set(rg_backend *be, rg_batch *b, const int32_t *ids, const
     gpu_fail(be, "batch of %d tokens, room for %d", n, b->cap);
     return;
   }
-  int *order = gb->host, *seqs = gb->host + b->cap;
+  int *order = gb->host, *seqs = gb->host + b->cap, *slot = gb->host + 5 * (size_t)b->cap;
   int n_seqs = 0, max_pos = 0;
-  for (int t = 0; t < n; t++) { /* the sequences in order of first appearance, with their token counts */
-    int s = 0;
-    while (s < n_seqs && seqs[4 * s] != seq[t]) s++;
-    if (s == n_seqs) seqs[4 * n_seqs++ + 0] = seq[t], seqs[4 * s + 2] = 0, seqs[4 * s + 3] = 0;
+  for (int t = 0, s = 0; t < n; t++) { /* the sequences in order of first appearance */
+    if (n_seqs == 0 || seqs[4 * s] != seq[t]) { /* mostly the previous token's sequence */
+      for (s = 0; s < n_seqs && seqs[4 * s] != seq[t]; s++) {}
+      if (s == n_seqs) {
+        seqs[4 * s] = seq[t], seqs[4 * s + 2] = 0, seqs[4 * s + 3] = 0;
+        n_seqs++;
+      }
+    }
+    slot[t] = s;
     seqs[4 * s + 2]++;
     if (pos[t] > seqs[4 * s + 3]) seqs[4 * s + 3] = pos[t];
     if (pos[t] > max_pos) max_pos = pos[t];
   }
   for (int s = 0, at = 0; s < n_seqs; at += seqs[4 * s + 2], s++) seqs[4 * s + 1] = at;
-  for (int s = 0; s < n_seqs; s++) { /* stable: each sequence's tokens in batch order */
-    int k = seqs[4 * s + 1];
-    for (int t = 0; t < n; t++)
-      if (seq[t] == seqs[4 * s]) order[k++] = t;
-  }
+  for (int t = 0; t < n; t++) order[seqs[4 * slot[t] + 1]++] = t; /* each sequence's tokens in batch order */
+  for (int s = 0; s < n_seqs; s++) seqs[4 * s + 1] -= seqs[4 * s + 2];  /* the cursors back to the starts */
   gb->n_seqs = n_seqs;
   gb->max_pos = max_pos;
   b->n = n;

@@ -47,7 +47,7 @@ typedef struct {
   int *seqs;   /* device [4 * cap] */
   int n_seqs;  /* sequences present */
   int max_pos; /* the largest position of the batch */
-  int *host;   /* host staging for order and seqs: [5 * cap] */
+  int *host;   /* host staging: order [cap], seqs [4 * cap], each token's sequence [cap] */
 } gpu_batch;
 
 static inline const gpu_batch *gpu_batch_of(const rg_batch *b) { return (const gpu_batch *)b; }

@@ -98,6 +98,13 @@ rg_comm *rg_comm_plan(int size) {
   return c;
 }
 
+#if !defined(REFGEO_GPU_CUDA)
+rg_comm *rg_comm_nccl(rg_comm *host, rg_backend *be, double timeout_s) {
+  rg_error_set("this build has no NCCL communicator (a CUDA build has)");
+  return NULL;
+}
+#endif
+
 /* ---------------------------------------------------------------- split */
 
 rg_comm *rg_comm_split(rg_comm *world, int group, rg_comm **across) {

@@ -2,9 +2,9 @@
  * interface (as backend.h is for the math).
  *
  * A communicator is a group of ranks that each hold a part of a training
- * batch. Today there are two: "self" (one rank; every collective is a
- * copy) and "mpi" (an MPI communicator: ranks from mpirun). A GPU backend
- * brings an NCCL one that fills the same table on device pointers.
+ * batch: "self" (one rank; every collective is a copy), "mpi" (an MPI
+ * communicator: ranks from mpirun) and, in a CUDA build, "nccl", which
+ * fills the same table on device pointers (rg_comm_nccl).
  *
  * Conventions:
  *  - Float arrays are in the memory of the backend the caller computes on:
@@ -76,6 +76,15 @@ rg_comm *rg_comm_mpi_world(double timeout_s);
  * the same place in every group (a data-parallel group; across may be
  * NULL). GROUP must divide the world's size. NULL with the error set. */
 rg_comm *rg_comm_split(rg_comm *world, int group, rg_comm **across);
+
+/* Ranks computing on the GPU backend BE (backend_gpu.cu), the same ranks
+ * as HOST's (an MPI communicator, borrowed, to be freed after this one):
+ * NCCL carries the float collectives on BE's device buffers, in BE's
+ * stream; HOST carries those on host arrays (ints, doubles) and hands NCCL
+ * its id. Every rank of HOST calls it. NULL with the error set (no CUDA
+ * build, no NCCL library, a rank that cannot join). comm_nccl.cu. */
+typedef struct rg_backend rg_backend;
+rg_comm *rg_comm_nccl(rg_comm *host, rg_backend *be, double timeout_s);
 
 static inline void rg_comm_free(rg_comm *c) {
   if (c) c->iface->free(c);
