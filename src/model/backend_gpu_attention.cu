@@ -23,8 +23,9 @@
 #include "model/backend_gpu_internal.h"
 
 /* The most output elements (R x hd) one block's threads keep in registers,
- * per thread. */
-enum { ACC_PER_THREAD = 32, SHARED_BYTES = 48 * 1024 };
+ * per thread; the dynamic shared memory of a block, under the 48 KiB a
+ * kernel gets without opting in, less room for its static arrays. */
+enum { ACC_PER_THREAD = 32, SHARED_BYTES = 47 * 1024 };
 
 typedef struct {
   int bq, kt;          /* tokens per block, keys per tile */
