@@ -14,8 +14,9 @@
 #     backward against the references the CPU passes;
 #  3. whole-model gradients and training on the GPU (REFGEO_DEVICE=cuda):
 #     test_backward (every parameter's gradient of four tiny models against
-#     torch), test_r2d2_update (R2D2 updates against torch) and test_train
-#     (three updates, resume);
+#     torch), test_r2d2_update (R2D2 updates against torch), test_train
+#     (updates, resume) and test_train_device (five updates on the GPU
+#     against the same five on the CPU);
 #  4. SmolLM2's logits and greedy continuations against the transformers
 #     fixtures (test_forward), when REFGEO_MODEL names the GGUF;
 #  5. the Mistral-7B-shaped synthetic model (refgeo synth-model, bf16):
@@ -78,7 +79,7 @@ grep -h -o "rel err [0-9.e+-]*" "$OUT"/test_backend*.log | awk '{print $3}' | so
   sed 's/^/  largest relative error of any operation: /'
 
 echo "== 3. gradients and training on the GPU"
-for t in test_backward test_r2d2_update test_train; do
+for t in test_backward test_r2d2_update test_train test_train_device; do
   stage "$t" 120 env REFGEO_DEVICE="$GPU" "$BIN/$t"
 done
 

@@ -16,9 +16,9 @@ BUILD=${1:-build-carry}
 DEST=${2:-gpu-carry}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DREFGEO_CUDA=ON >/dev/null
 PROGRAMS=(refgeo bench_forward bench_train tests/test_backend tests/test_backend_grad tests/test_backward
-          tests/test_r2d2_update tests/test_train tests/test_forward)
+          tests/test_r2d2_update tests/test_train tests/test_train_device tests/test_forward)
 cmake --build "$BUILD" -j "$(nproc)" --target refgeo bench_forward bench_train test_backend test_backend_grad \
-  test_backward test_r2d2_update test_train test_forward
+  test_backward test_r2d2_update test_train test_train_device test_forward
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib"
 for p in "${PROGRAMS[@]}"; do
