@@ -31,18 +31,18 @@
 # holding that build's programs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-CARRY=${CARRY:-gpu-carry}
-OUT=${OUT:-${TMPDIR:-/tmp}/gpu-check}
+CARRY=$(realpath -m "${CARRY:-gpu-carry}")
+OUT=$(realpath -m "${OUT:-${TMPDIR:-/tmp}/gpu-check}")
 BIN="$CARRY/bin"
 mkdir -p "$OUT"
 if [ ! -d "$CARRY" ] && [ -f "$CARRY.tar.xz" ]; then mkdir -p "$CARRY" && tar -C "$CARRY" -xJf "$CARRY.tar.xz"; fi
 [ -x "$BIN/refgeo" ] || { echo "gpu_check.sh: no $BIN/refgeo (scripts/gpu-carry.sh makes it)" >&2; exit 1; }
-export LD_LIBRARY_PATH="$PWD/$CARRY/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$CARRY/lib:${LD_LIBRARY_PATH:-}"
 PY=${PY:-python3}
 cublas_dir=$("$PY" -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null || true)
 [ -n "$cublas_dir" ] && export LD_LIBRARY_PATH="$cublas_dir:$LD_LIBRARY_PATH"
 [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$LD_LIBRARY_PATH"
-export REFGEO_FIXTURES="$PWD/tests/fixtures" REFGEO_DATA="$PWD/data" REFGEO_BIN="$PWD/$BIN/refgeo" REFGEO_TMP="$OUT/tmp"
+export REFGEO_FIXTURES="$PWD/tests/fixtures" REFGEO_DATA="$PWD/data" REFGEO_BIN="$BIN/refgeo" REFGEO_TMP="$OUT/tmp"
 mkdir -p "$REFGEO_TMP"
 H200_BF16_PEAK=989e12 # dense bf16 FLOP/s of an H200 SXM (NVIDIA's datasheet)
 
@@ -90,24 +90,31 @@ else
   echo "test_forward                 SKIP (REFGEO_MODEL: no SmolLM2 GGUF here)"
 fi
 
-if [ -n "${SKIP_7B:-}" ]; then echo "== 5. skipped (SKIP_7B)"; exit 0; fi
+if [ -n "${SKIP_7B:-}" ]; then
+  echo "== 5. skipped (SKIP_7B)"
+  exit 0
+fi
 echo "== 5. Mistral-7B-shaped model"
-# written once under $OUT (synth_7b.sh reuses a complete one)
-SYNTH="$OUT/synth/mistral-7b-shape"
+# written once under $OUT (synth_7b.sh reuses a complete one; SCALE_CONFIG
+# and SCALE_NAME, passed on, rehearse this stage on a small model)
+SYNTH="$OUT/synth/${SCALE_NAME:-mistral-7b-shape}"
 stage synth_7b 240 env BUILD="$BIN" REFGEO_HOME="$OUT" bash -c '. bench/synth_7b.sh' 
 peak_mem() { # command...: runs it while sampling the GPU's memory; prints the peak MiB last
   local f="$OUT/mem.$$" pid
-  (while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 0.2; done) >"$f" &
-  pid=$!
+  : >"$f"
+  if command -v nvidia-smi >/dev/null; then
+    (while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 0.2; done) >"$f" &
+    pid=$!
+  fi
   "$@"
   local rc=$?
-  kill "$pid" 2>/dev/null
+  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null
   echo "peak GPU memory: $(sort -n "$f" | tail -1) MiB"
   rm -f "$f"
   return $rc
 }
 P7=7.24e9 # parameters of the Mistral-7B shape (embeddings and head included)
-peak_mem "$BIN/bench_forward" --device cuda --model "$SYNTH" --batch 4 --tokens 512 --tiled --repeats 3 \
+peak_mem "$BIN/bench_forward" --device "$GPU" --model "$SYNTH" --batch 4 --tokens 512 --tiled --repeats 3 \
   >"$OUT/prefill.log" 2>&1
 REFGEO_TPS=$(sed -n 's/^median: \([0-9.]*\) tokens\/s.*/\1/p' "$OUT/prefill.log")
 echo "refgeo prefill 4 x 512: ${REFGEO_TPS:-?} tok/s; $(tail -1 "$OUT/prefill.log")"
@@ -115,6 +122,6 @@ TORCH_TPS=$("$PY" bench/gpu_prefill_peer.py --batch 4 --tokens 512 --repeats 3 2
 echo "PyTorch prefill 4 x 512: ${TORCH_TPS:-?} tok/s (bf16, scaled_dot_product_attention)"
 awk -v a="${REFGEO_TPS:-0}" -v b="${TORCH_TPS:-0}" -v p="$P7" -v peak="$H200_BF16_PEAK" 'BEGIN {
   if (a > 0 && b > 0) printf "prefill ratio refgeo / PyTorch: %.2f (goal 1.0); refgeo MFU %.1f%%\n", a / b, 100 * 2 * p * a / peak }'
-peak_mem "$BIN/bench_train" --device cuda --model "$SYNTH" --batch 1 --tokens 2048 --lora-rank 64 --repeats 2 \
+peak_mem "$BIN/bench_train" --device "$GPU" --model "$SYNTH" --batch 1 --tokens 2048 --lora-rank 64 --repeats 2 \
   >"$OUT/train_lora.log" 2>&1
 echo "LoRA step 1 x 2048: $(grep -E '^median|peak GPU' "$OUT/train_lora.log" | tr '\n' ' ')"
