@@ -73,11 +73,6 @@ rg_backend *rg_backend_new(const rg_backend_opts *o) {
   const char *name = o && o->name ? o->name : rg_backend_default_name();
   const backend_entry *e = entry_of(name);
   if (e) return e->make(o);
-  char known[128] = "";
-  for (int i = 0; i < N_BACKENDS; i++) {
-    if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
-    strncat(known, BACKENDS[i].name, sizeof known - strlen(known) - 1);
-  }
-  rg_error_set("backend '%s' is not in this build (known: %s)", name, known);
+  rg_backend_check_device(name); /* the error: the names this build has */
   return NULL;
 }
