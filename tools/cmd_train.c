@@ -103,7 +103,10 @@ int cmd_train(int argc, char **argv) {
     return cli_fail();
   }
   /* training: --device picks the backend, as in every command */
-  if (device && !want_plan && (rg_backend_check_device(device) < 0 || cli_set_device(device) < 0)) return cli_fail();
+  if (device && !want_plan && (rg_backend_check_device(device) < 0 || cli_set_device(device) < 0)) {
+    rg_error_prefix("--device (to plan for gpu:NG, add --plan)");
+    return cli_fail();
+  }
   if (want_plan && (out || resume)) {
     rg_error_set("--plan writes nothing: drop --out and --resume (usage: refgeo train %s)", USAGE);
     return cli_fail();
