@@ -2,8 +2,9 @@
  * test_backend.c and test_backend_grad.c. By default the CPU backend with
  * weights in both forms; with REFGEO_TEST_BACKEND=NAME (CTest's
  * test_backend_cuda, ..._hip: tests/CMakeLists.txt) the GPU backend NAME
- * in both forms instead, and the program exits 77 (CTest: skipped) saying
- * why when that backend cannot start (no device, or no GPU build). */
+ * in both forms instead. The program exits 77 (CTest: skipped) saying why
+ * when there is no GPU to start it on (no device, or no GPU build), and
+ * fails when a GPU is there but the backend does not start. */
 #ifndef RG_TEST_BACKEND_CASES_H
 #define RG_TEST_BACKEND_CASES_H
 
@@ -45,8 +46,11 @@ static inline void select_backends(void) {
   rg_backend_opts o = {.name = gpu};
   rg_backend *be = rg_backend_new(&o);
   if (!be) {
-    printf("SKIPPED: backend %s: %s\n", gpu, rg_error_get());
-    exit(77);
+    /* skipped only where there is no GPU to run on; a GPU whose backend
+     * does not start (no cuBLAS, a bad build) is a failure */
+    const bool absent = rg_gpu_device_count() == 0;
+    printf("%s: backend %s: %s\n", absent ? "SKIPPED" : "FAILED", gpu, rg_error_get());
+    exit(absent ? 77 : 1);
   }
   rg_backend_free(be);
   snprintf(backend_names[0], sizeof backend_names[0], "%s/file", gpu);

@@ -14,8 +14,9 @@
  * test (does not skip) when it is missing, since scripts/test.sh sets all. */
 const char *t_env(const char *name);
 /* With REFGEO_DEVICE naming a GPU backend (CTest's *_cuda / *_hip variants
- * of the model tests), exits 77 (CTest: skipped) saying why when that
- * backend cannot start here; otherwise returns. Call first in main. */
+ * of the model tests): exits 77 (CTest: skipped) saying why when there is
+ * no GPU here, 1 when there is one but the backend does not start;
+ * otherwise returns. Call first in main. */
 void t_require_device(void);
 
 /* REFGEO_FIXTURES/NAME as a malloc'd path. */

@@ -496,7 +496,8 @@ static int open_ranks(rg_trainer *t) {
   const char *launched = getenv("OMPI_COMM_WORLD_SIZE");
   t->writer = true;
   t->n_groups = 1;
-  if (!launched) return sp == 1 ? 0 : rg_error_set("sp: %d needs mpirun -np %d (this process was not started by mpirun)", sp, sp);
+  if (!launched)
+    return sp == 1 ? 0 : rg_error_set("sp: %d needs mpirun -np %d (this process was not started by mpirun)", sp, sp);
   if (!(t->world = rg_comm_mpi_world(600))) return -1;
   const int P = rg_comm_size(t->world), accum = t->cfg.grad_accum;
   t->writer = rg_comm_rank(t->world) == 0;
