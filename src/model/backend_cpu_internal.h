@@ -22,7 +22,8 @@ typedef struct {
   rg_backend base;
   float *tile; /* dequantization scratch for tiled weights, tile_floats per thread */
   size_t tile_floats;
-  void *q8_scratch; /* activations and weight panels of cpu_matmul_q8 */
+  const struct q8_kernels *q8; /* the 8-bit products' kernels this CPU runs, or NULL (cpu_q8_pick) */
+  void *q8_scratch;             /* activations and weight panels of cpu_matmul_q8 */
   size_t q8_scratch_bytes;
   bool commit;     /* rg_backend_opts.commit */
   bool failed;     /* an operation failed since the last rg_backend_status */
@@ -79,8 +80,12 @@ void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
 /* backend_cpu_q8.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
  * for any M, with the activations quantized to 8 bits (RG_FORM_FILE_Q8).
  * Only for weights whose cpu_q8_supported is true, with c->q8_scratch of
- * at least cpu_q8_scratch_bytes(cols, threads). */
-bool cpu_q8_supported(int type, int64_t cols);
+ * at least cpu_q8_scratch_bytes(cols, threads).
+ * cpu_q8_pick sets *OUT to the best kernels this CPU runs under the cap of
+ * the environment's REFGEO_MAX_ISA (avx512, avx2 or none), or to NULL; -1
+ * with the error set for an unknown cap. */
+int cpu_q8_pick(const struct q8_kernels **out);
+bool cpu_q8_supported(const cpu_backend *c, int type, int64_t cols);
 size_t cpu_q8_scratch_bytes(int64_t cols, int threads);
 void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
                    float beta);

@@ -165,7 +165,7 @@ AVX2 static void row_q6_k(const uint8_t *x, float *y, int64_t nb) {
  * traps to the hypervisor in a virtual machine, and asked per row it took
  * 86% of a decode step. Any thread may compute the answer first; they all
  * compute the same one. */
-static bool have_avx2_fma_f16c(void) {
+bool rg_cpu_has_avx2_fma_f16c(void) {
   static int known = -1; /* -1 not asked yet, else 0 / 1 */
   int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
   if (v < 0) {
@@ -178,7 +178,7 @@ static bool have_avx2_fma_f16c(void) {
 }
 
 rg_dequant_fn rg_dequant_avx2_row(int type) {
-  if (!have_avx2_fma_f16c()) return NULL;
+  if (!rg_cpu_has_avx2_fma_f16c()) return NULL;
   switch (type) {
   case RG_Q4_0: return row_q4_0;
   case RG_Q4_1: return row_q4_1;

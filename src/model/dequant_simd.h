@@ -4,6 +4,7 @@
 #ifndef RG_DEQUANT_SIMD_H
 #define RG_DEQUANT_SIMD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Converts NB blocks starting at X into Y (dequant.c's row function shape). */
@@ -13,6 +14,9 @@ typedef void (*rg_dequant_fn)(const uint8_t *x, float *y, int64_t nb);
  * or F16C or the type has none (dequant_avx2.c). Bit-identical to the
  * portable decoder. */
 rg_dequant_fn rg_dequant_avx2_row(int type);
+
+/* This CPU has AVX2, FMA and F16C (asked once; dequant_avx2.c). */
+bool rg_cpu_has_avx2_fma_f16c(void);
 
 /* The 6-bit scale and min of sub-block j of a q4_K/q5_K block. */
 static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {

@@ -1,0 +1,84 @@
+/* backend_cpu_q8_internal.h: what the 8-bit products' driver
+ * (backend_cpu_q8.c: formats, dispatch, threads) shares with its kernels,
+ * one file per instruction set (backend_cpu_q8_avx512.c,
+ * backend_cpu_q8_avx2.c), whose weight decoders are written once in
+ * backend_cpu_q8_unpack.h. Private to the CPU backend. */
+#ifndef RG_BACKEND_CPU_Q8_INTERNAL_H
+#define RG_BACKEND_CPU_Q8_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <xmmintrin.h>
+
+enum {
+  Q8_PANEL = 16, /* weight rows decoded together: one per 32-bit lane of 512 bits */
+  Q8_XROWS = 16, /* activation rows multiplied with a decoded panel per call */
+  Q8_CHUNK = 64, /* columns per 16 64-byte registers of a decoded panel */
+  Q8_QK_K = 256  /* elements per block of the K formats */
+};
+
+typedef enum { Q8_Q4_0, Q8_Q4_1, Q8_Q5_0, Q8_Q8_0, Q8_Q4_K, Q8_Q6_K, Q8_FORMATS } q8_format_id;
+
+/* A block format as the kernels see it: the dequantized weight is exactly
+ * wd * (u - offset) + wm, u an unpacked byte in [0, umax]. */
+typedef struct {
+  q8_format_id id;
+  int block;  /* elements per block of the file format: 32 or 256 */
+  int group;  /* elements per sub-block (one wd, wm): 16 or 32 */
+  int offset; /* o in wd * (u - o) + wm */
+  int umax;   /* the largest u: 15, 31, 63 or 255 */
+  bool bias;  /* wm is used */
+} q8_format;
+
+/* The decoders read 16 rows at a time: 16 interleaved streams, which the
+ * hardware prefetcher follows badly, and DRAM then idled while the panel
+ * was decoded. Each decoder step (a block of its format) fetches its share
+ * of the next panel's bytes (contiguous) into L2 instead. */
+typedef struct {
+  const char *next; /* the next panel, or NULL */
+  size_t bytes, done, per_step;
+} q8_prefetch;
+
+static inline void q8_prefetch_step(q8_prefetch *pf) {
+  if (!pf->next) return;
+  const size_t end = pf->done + pf->per_step < pf->bytes ? pf->done + pf->per_step : pf->bytes;
+  for (; pf->done < end; pf->done += 64) _mm_prefetch(pf->next + pf->done, _MM_HINT_T1);
+}
+
+/* Quantized activation rows: q[K] per row, a scale per 32 and the sum of q
+ * per 16 elements. */
+typedef struct {
+  const int8_t *q;
+  const float *d;
+  const int32_t *sum16;
+} q8_acts;
+
+/* Unpacks a panel of 16 weight rows of K elements (row r at
+ * rows + r * row_bytes) into the layout the products read: "register" j
+ * (64 bytes at wt + 64 j) holds elements 4j..4j+3 of every row, row r in
+ * 32-bit word r, as unsigned bytes u; and per sub-block s the 16 rows'
+ * scales at wd + 16 s and, for formats with a bias, biases at wm + 16 s.
+ * The layout is the same for every instruction set. */
+typedef void (*q8_unpack_fn)(const uint8_t *rows, size_t row_bytes, int K, uint8_t *wt, float *wd, float *wm,
+                             q8_prefetch *pf);
+
+/* One instruction set's kernels. All give bitwise the same results: the
+ * integer sums are exact, and the float operations are the same ones in
+ * the same order (backend_cpu_q8.c). */
+typedef struct q8_kernels {
+  const char *name; /* "avx512", "avx2": REFGEO_MAX_ISA's values */
+  q8_unpack_fn unpack[Q8_FORMATS];
+  /* One block of 32 elements of x quantized: q[32], its scale *d and the
+   * sums of q over each half (sum16[0..1]). */
+  void (*quantize_block)(const float *x, int8_t *q, float *d, int32_t *sum16);
+  /* out[16 m + r] = row r of the unpacked panel (wt, wd, wm) times row m
+   * of x, for M <= Q8_XROWS rows. */
+  void (*panel_dots)(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm, const q8_acts *x, int K,
+                     int M, float *out);
+  bool (*cpu_has)(void); /* this CPU runs them */
+} q8_kernels;
+
+extern const q8_kernels q8_kernels_avx512, q8_kernels_avx2;
+
+#endif
