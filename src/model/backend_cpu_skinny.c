@@ -32,12 +32,15 @@
  * pair with its own vector of partial sums. A weight vector is loaded once
  * for XROWS FMAs and an activation vector once for ROWS, and the 8 or 16
  * independent chains cover the FMA latency. LANES is one register: with
- * AVX-512, 16 floats and 4 x 4 sums (21 of the 32 registers in use); with
- * AVX2, 8 floats and 4 x 2 sums (13 of 16); with SSE2, 4 floats. GCC's vector
- * extension keeps the sums in registers (with plain float arrays it spilled
- * them to the stack on every step, at a third of the speed). */
+ * AVX2, 8 floats and 4 x 2 sums (13 of 16 registers); with SSE2, 4 floats.
+ * With AVX-512, 256-bit vectors in 4 x 4 sums (21 of the 32 registers): on
+ * an AMD EPYC with AVX-512, 512-bit ones (LANES 16) made float32 decode 16-20%
+ * slower at batches 8 and 16 (SmolLM2 and Qwen2.5-0.5B, bench_generate), as
+ * each pair's 16 lanes are summed at the end of a row of only 576 or 896.
+ * GCC's vector extension keeps the sums in registers (with plain float arrays
+ * it spilled them to the stack on every step, at a third of the speed). */
 #if defined(__AVX512F__)
-enum { LANES = 16, XROWS = 4 };
+enum { LANES = 8, XROWS = 4 };
 #elif defined(__AVX__)
 enum { LANES = 8, XROWS = 2 };
 #else /* SSE2 only (the sanitizer build has no -march) */
