@@ -73,27 +73,32 @@ AVX2 static void row_q4_1(const uint8_t *x, float *y, int64_t nb) {
   }
 }
 
-/* Eight int32 lanes holding 16 where bit l of BITS is set, else 0. */
-AVX2 static inline __m256i bit16(uint32_t bits) {
-  const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-  const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), sel), sel);
-  return _mm256_and_si256(set, _mm256_set1_epi32(16));
+/* Bytes 0-31 holding 16 where bit i of BITS is set, else 0: byte i takes
+ * BITS's byte i / 8 (a shuffle within each 128-bit lane, each of which
+ * holds all four) and tests its bit i % 8. */
+AVX2 static inline __m256i bytes16(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32((int)bits),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel), _mm256_set1_epi8(16));
 }
 
-/* q5_0: element j's fifth bit is bit j of qh; value ((nibble | 16*bit) - 16) * d. */
+/* q5_0: element j's fifth bit is bit j of qh; value ((nibble | 16*bit) - 16) * d.
+ * The 32 values are made as bytes first (in [-16, 15]), then widened 8 at a
+ * time: half the instructions per element of widening each nibble first. */
 AVX2 static void row_q5_0(const uint8_t *x, float *y, int64_t nb) {
-  const __m256i sixteen = _mm256_set1_epi32(16);
+  const __m256i sixteen = _mm256_set1_epi8(16);
   for (int64_t i = 0; i < nb; i++, x += 22, y += QK) {
     const __m256 d = _mm256_set1_ps(f16(x));
     uint32_t qh;
     memcpy(&qh, x + 2, 4);
     __m128i lo, hi;
     nibbles(x + 6, &lo, &hi);
-    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    for (int p = 0; p < 4; p++) {
-      const __m256i q = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(parts[p]), bit16(qh >> (8 * p))), sixteen);
-      _mm256_storeu_ps(y + 8 * p, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-    }
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(_mm256_set_m128i(hi, lo), bytes16(qh)), sixteen);
+    const __m128i q_lo = _mm256_castsi256_si128(q), q_hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {q_lo, _mm_srli_si128(q_lo, 8), q_hi, _mm_srli_si128(q_hi, 8)};
+    for (int p = 0; p < 4; p++) _mm256_storeu_ps(y + 8 * p, _mm256_mul_ps(i8_to_ps(parts[p]), d));
   }
 }
 
