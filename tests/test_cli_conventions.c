@@ -118,7 +118,18 @@ static void test_device_flag(void **state) {
   cJSON *j = parse_object(expect_ok("info --devices --json"), "info --devices --json");
   const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
   assert_string_equal(cJSON_GetObjectItem(first, "device")->valuestring, "cpu");
+  const cJSON *isa = cJSON_GetObjectItem(first, "fast_decode"); /* the 8-bit kernels, or null */
+  assert_true(cJSON_IsNull(isa) || (cJSON_IsString(isa) && (strcmp(isa->valuestring, "avx512") == 0 ||
+                                                              strcmp(isa->valuestring, "avx2") == 0)));
   cJSON_Delete(j);
+  /* REFGEO_MAX_ISA caps them: none is the float32 path; an unknown cap is one line */
+  assert_int_equal(setenv("REFGEO_MAX_ISA", "none", 1), 0);
+  j = parse_object(expect_ok("info --devices --json"), "info --devices --json");
+  assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0), "fast_decode")));
+  cJSON_Delete(j);
+  assert_int_equal(setenv("REFGEO_MAX_ISA", "avx9", 1), 0);
+  expect_error("info --devices", "REFGEO_MAX_ISA: unknown value 'avx9'");
+  unsetenv("REFGEO_MAX_ISA");
 }
 
 /* The version CMakeLists.txt's project() states, one line on stdout. */

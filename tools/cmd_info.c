@@ -105,9 +105,14 @@ static void print_table(const cJSON *obj, const char *prefix) {
 /* --devices: the devices --device can name, as a cJSON array; NULL with the
  * error set. */
 static cJSON *device_report(void) {
+  const char *isa;
+  if (rg_cpu_fast_decode_isa(&isa) < 0) return NULL;
   cJSON *list = cJSON_CreateArray(), *cpu = cJSON_CreateObject();
   cJSON_AddStringToObject(cpu, "device", "cpu");
   cJSON_AddNumberToObject(cpu, "threads", (double)sysconf(_SC_NPROCESSORS_ONLN));
+  /* which 8-bit kernels --fast-decode runs here (null: the float32 path) */
+  if (isa) cJSON_AddStringToObject(cpu, "fast_decode", isa);
+  else cJSON_AddNullToObject(cpu, "fast_decode");
   cJSON_AddItemToArray(list, cpu);
   const char *gpu = rg_gpu_backend_name();
   for (int i = 0, n = rg_gpu_device_count(); gpu && i < n; i++) {
@@ -145,8 +150,11 @@ static int print_devices(bool json) {
     if (name)
       printf("%-8s %s, %.1f GiB\n", cJSON_GetObjectItem(d, "device")->valuestring, name->valuestring,
              cJSON_GetObjectItem(d, "memory_gib")->valuedouble);
-    else
-      printf("%-8s %d threads\n", "cpu", (int)cJSON_GetObjectItem(d, "threads")->valuedouble);
+    else {
+      const cJSON *isa = cJSON_GetObjectItem(d, "fast_decode");
+      printf("%-8s %d threads, --fast-decode on %s\n", "cpu", (int)cJSON_GetObjectItem(d, "threads")->valuedouble,
+             cJSON_IsString(isa) ? isa->valuestring : "the float32 path (no 8-bit kernels for this CPU)");
+    }
   }
   if (!rg_gpu_backend_name()) printf("(no GPU backend in this build)\n");
   else if (rg_gpu_device_count() == 0) printf("(no %s device found)\n", rg_gpu_backend_name());

@@ -94,6 +94,13 @@ int cpu_q8_pick(const q8_kernels **out) {
   return 0;
 }
 
+int rg_cpu_fast_decode_isa(const char **name) {
+  const q8_kernels *k;
+  if (cpu_q8_pick(&k) < 0) return -1;
+  *name = k ? k->name : NULL;
+  return 0;
+}
+
 bool cpu_q8_supported(const cpu_backend *c, int type, int64_t cols) {
   return c->q8 && format_of(type) && cols % Q8_CHUNK == 0;
 }
