@@ -60,9 +60,9 @@ enum { PASS_ROWS = 256 }; /* activation rows quantized per pass over the weights
 
 static const q8_format *format_of(int type) {
   static const q8_format formats[Q8_FORMATS] = {
-      [Q8_Q4_0] = {Q8_Q4_0, 32, 32, 8, 15, false},    [Q8_Q4_1] = {Q8_Q4_1, 32, 32, 0, 15, true},
-      [Q8_Q5_0] = {Q8_Q5_0, 32, 32, 16, 31, false},   [Q8_Q8_0] = {Q8_Q8_0, 32, 32, 128, 255, false},
-      [Q8_Q4_K] = {Q8_Q4_K, Q8_QK_K, 32, 0, 15, true}, [Q8_Q6_K] = {Q8_Q6_K, Q8_QK_K, 16, 32, 63, false}};
+      [Q8_Q4_0] = {Q8_Q4_0, 32, 32, 8, false},     [Q8_Q4_1] = {Q8_Q4_1, 32, 32, 0, true},
+      [Q8_Q5_0] = {Q8_Q5_0, 32, 32, 16, false},    [Q8_Q8_0] = {Q8_Q8_0, 32, 32, 128, false},
+      [Q8_Q4_K] = {Q8_Q4_K, Q8_QK_K, 32, 0, true}, [Q8_Q6_K] = {Q8_Q6_K, Q8_QK_K, 16, 32, false}};
   switch (type) {
   case RG_Q4_0: return &formats[Q8_Q4_0];
   case RG_Q4_1: return &formats[Q8_Q4_1];

@@ -21,13 +21,14 @@ enum {
 typedef enum { Q8_Q4_0, Q8_Q4_1, Q8_Q5_0, Q8_Q8_0, Q8_Q4_K, Q8_Q6_K, Q8_FORMATS } q8_format_id;
 
 /* A block format as the kernels see it: the dequantized weight is exactly
- * wd * (u - offset) + wm, u an unpacked byte in [0, umax]. */
+ * wd * (u - offset) + wm, u an unpacked byte: at most 15 for the 4-bit
+ * formats, 31 for q5_0, 63 for q6_K and 255 for q8_0 (umax, which bounds
+ * the AVX2 kernels' int16 sums). */
 typedef struct {
   q8_format_id id;
   int block;  /* elements per block of the file format: 32 or 256 */
   int group;  /* elements per sub-block (one wd, wm): 16 or 32 */
   int offset; /* o in wd * (u - o) + wm */
-  int umax;   /* the largest u: 15, 31, 63 or 255 */
   bool bias;  /* wm is used */
 } q8_format;
 
