@@ -4,7 +4,13 @@
  * common prefix run once per step, the candidates in batches of --batch).
  *
  *   bench_gcg --model PATH --behavior TEXT --target TEXT [--width 512]
- *             [--steps 3] [--batch 32] [--threads N]
+ *             [--steps 3] [--batch 32] [--threads N] [--screen K [--audit]]
+ *
+ * --screen K screens the candidates (rg_gcg_screened_losses): all on 8-bit
+ * activations (RG_WEIGHTS_TILED_Q8), the K best again in float32. --audit
+ * then also evaluates every candidate in float32, untimed, and prints per
+ * step where the exhaustive argmin ranked in the screen and the float32
+ * loss the screen's choice gave away (0 when it is the exhaustive argmin).
  *
  * The test case is laid out as `refgeo attack` lays it out: the chat
  * template's text before the instruction, BEHAVIOR + " ", a suffix of 20
@@ -19,6 +25,7 @@
  * bench/gcg.sh compares with the sgemm peak. torch's step
  * (bench/gcg_peer.py, as HarmBench) computes every token after the prefix.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +58,8 @@ static double candidate_flops(const rg_config *c, const rg_gcg_case *k, int from
 int main(int argc, char **argv) {
   cli_bounded_openmp_spin(argv);
   const char *model = NULL, *behavior = NULL, *target = NULL;
-  int width = 512, steps = 3, batch = 32, threads = 0;
+  int width = 512, steps = 3, batch = 32, threads = 0, screen = 0;
+  bool audit = false;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory"},
       {"behavior", CLI_STRING, &behavior, "the behavior text"},
@@ -60,14 +68,17 @@ int main(int argc, char **argv) {
       {"steps", CLI_INT, &steps, "timed steps (3)"},
       {"batch", CLI_INT, &batch, "candidates evaluated together (32)"},
       {"threads", CLI_INT, &threads, "threads (all CPUs)"},
+      {"screen", CLI_INT, &screen, "screen on 8-bit activations, keep the K best in float32 (0: off)"},
+      {"audit", CLI_BOOL, &audit, "with --screen: also every candidate in float32, untimed"},
   };
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), "--model PATH --behavior TEXT --target TEXT",
                      pos, 0, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
-  if (!model || !behavior || !target || width < 1 || steps < 1 || batch < 1) {
-    rg_error_set("bench_gcg: need --model, --behavior, --target, and positive --width, --steps, --batch");
+  if (!model || !behavior || !target || width < 1 || steps < 1 || batch < 1 || screen < 0 || (audit && !screen)) {
+    rg_error_set("bench_gcg: need --model, --behavior, --target, positive --width, --steps, --batch, --screen >= 0, "
+                 "and --screen with --audit");
     return cli_fail();
   }
   rg_model *m = rg_model_load(model);
@@ -91,12 +102,16 @@ int main(int argc, char **argv) {
   rg_session_opts io = {.max_batch_tokens = batch * 128, .max_logit_rows = batch * 32};
   rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO);
   rg_session *train = w ? rg_session_new(w, 1, MAX_CTX, &to) : NULL, *inf = w ? rg_session_new(w, batch + 1, MAX_CTX, &io) : NULL;
-  unsigned char *disallowed = malloc((size_t)V);
+  rg_weights *w8 = screen ? rg_weights_open(m, &bo, RG_WEIGHTS_TILED_Q8) : NULL;
+  rg_session *s8 = w8 ? rg_session_new(w8, batch + 1, MAX_CTX, &io) : NULL;
+  unsigned char *disallowed = malloc((size_t)V), *verified = malloc((size_t)width);
   float *grad = malloc((size_t)c.n_suffix * V * sizeof *grad), *losses = malloc((size_t)width * sizeof *losses);
+  float *exact = malloc((size_t)width * sizeof *exact), *screened = malloc((size_t)width * sizeof *screened);
   int32_t *cands = malloc((size_t)width * c.n_suffix * sizeof *cands);
   double *t_grad = malloc((size_t)steps * sizeof(double)), *t_cand = malloc((size_t)steps * sizeof(double)),
          *t_step = malloc((size_t)steps * sizeof(double)), *gflops = malloc((size_t)steps * sizeof(double));
-  if (!train || !inf || !disallowed || !grad || !losses || !cands || !t_grad || !t_cand || !t_step || !gflops) {
+  if (!train || !inf || (screen && !s8) || !disallowed || !verified || !grad || !losses || !exact || !screened ||
+      !cands || !t_grad || !t_cand || !t_step || !gflops) {
     if (!rg_error_get()[0]) rg_error_set("bench_gcg: out of memory");
     return cli_fail();
   }
@@ -117,12 +132,31 @@ int main(int argc, char **argv) {
     for (int j = 0; j < width; j++) /* repeats are not evaluated */
       if (rg_gcg_repeat_of(cands, j, c.n_suffix) < 0)
         flops += candidate_flops(&m->cfg, &c, rg_gcg_shared_tokens(&c, cands + (size_t)j * c.n_suffix));
-    if (rc == 0) rc = rg_gcg_candidate_losses(inf, &c, cands, width, losses);
+    if (rc == 0)
+      rc = screen ? rg_gcg_screened_losses(s8, inf, &c, cands, width, screen, NULL, losses, verified)
+                  : rg_gcg_candidate_losses(inf, &c, cands, width, losses);
     const double t3 = bench_now_s();
     if (rc < 0) break;
-    int best = 0;
-    for (int j = 1; j < width; j++)
-      if (losses[j] < losses[best]) best = j;
+    int best = -1;
+    for (int j = 0; j < width; j++)
+      if ((!screen || verified[j]) && (best < 0 || losses[j] < losses[best])) best = j;
+    if (audit && s >= 0) {
+      if ((rc = rg_gcg_candidate_losses(inf, &c, cands, width, exact)) < 0 ||
+          (rc = rg_gcg_candidate_losses(s8, &c, cands, width, screened)) < 0)
+        break;
+      int exhaustive = 0, rank = 0; /* the exhaustive argmin, and how many distinct ones screened lower */
+      double worst = 0;             /* the screen's largest relative error */
+      for (int j = 1; j < width; j++)
+        if (exact[j] < exact[exhaustive]) exhaustive = j;
+      for (int j = 0; j < width; j++) {
+        rank += screened[j] < screened[exhaustive] && rg_gcg_repeat_of(cands, j, c.n_suffix) < 0;
+        const double e = fabs((double)screened[j] - exact[j]) / fabs((double)exact[j]);
+        worst = e > worst ? e : worst;
+      }
+      printf("audit step %d: exhaustive argmin screened %d of %d (kept: %s); loss %.6f chosen, %.6f exhaustive; "
+             "screen's worst relative error %.2e\n",
+             s + 1, rank + 1, width, verified[exhaustive] ? "yes" : "NO", exact[best], exact[exhaustive], worst);
+    }
     memcpy(v.ids + c.suffix_start, cands + (size_t)best * c.n_suffix, (size_t)c.n_suffix * sizeof(int32_t));
     if (s < 0) continue; /* warm-up */
     t_grad[s] = t1 - t0, t_cand[s] = t3 - t2, t_step[s] = t3 - t0, gflops[s] = flops / (t3 - t2) / 1e9;
@@ -136,7 +170,10 @@ int main(int argc, char **argv) {
            "the candidate losses\n",
            width / cand, 1.0 / step, step, bench_median(t_grad, steps), bench_median(gflops, steps));
   }
-  free(t_grad), free(t_cand), free(t_step), free(gflops), free(cands), free(losses), free(grad), free(disallowed);
+  free(t_grad), free(t_cand), free(t_step), free(gflops), free(cands), free(losses), free(exact), free(grad);
+  free(screened), free(disallowed), free(verified);
+  rg_session_free(s8);
+  rg_weights_free(w8);
   rg_session_free(inf);
   rg_session_free(train);
   rg_weights_free(w);

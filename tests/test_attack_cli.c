@@ -92,8 +92,13 @@ static void test_attack_writes_test_cases(void **state) {
  * least the fixture's margin_to_next_candidate (> 1e-3) higher.
  * Tolerance 2e-4 nats: refgeo's float32 forward on the Q4_1 weights agrees
  * with transformers' on the same dequantized weights to ~2e-5 in the logits
- * (test_forward), so a mean cross entropy to a few 1e-5. */
-static void test_attack_takes_argmin(void **state) {
+ * (test_forward), so a mean cross entropy to a few 1e-5.
+ * Run a second time with --screen SCREEN_KEEP: the 8-bit screen must rank
+ * transformers' argmin among the SCREEN_KEEP it keeps (it does here), and
+ * the kept candidate and its logged loss are then the float32 ones, the same
+ * as without the screen. */
+enum { SCREEN_KEEP = 10 };
+static void check_attack_argmin(int screen) {
   cJSON *fx = t_read_json_fixture("gcg/attack_step.json");
   const char *id = cJSON_GetObjectItem(fx, "behavior_id")->valuestring;
   /* the fixture's behavior (a val behavior whose step no near-tie decides) alone */
@@ -105,8 +110,9 @@ static void test_attack_takes_argmin(void **state) {
   char args[8192], *err = NULL;
   snprintf(args, sizeof args,
            "attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --log '%s' --steps 1 "
-           "--search-width %d --top-k 1 --batch 20 --threads 2",
-           t_env("REFGEO_MODEL"), behaviors, targets, out, log, cJSON_GetObjectItem(fx, "n_suffix")->valueint);
+           "--search-width %d --top-k 1 --batch 20 --threads 2 --screen %d",
+           t_env("REFGEO_MODEL"), behaviors, targets, out, log, cJSON_GetObjectItem(fx, "n_suffix")->valueint,
+           screen);
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("refgeo attack: %s", err);
   free(err);
 
@@ -129,8 +135,8 @@ static void test_attack_takes_argmin(void **state) {
   assert_string_equal(row_id, id);
   assert_int_equal(step, 1);
   const double want_loss = cJSON_GetObjectItem(fx, "loss")->valuedouble;
-  print_message("kept candidate %d: logged loss %.6f, transformers %.6f (initial %.4f, next candidate +%.4f)\n",
-                cJSON_GetObjectItem(fx, "argmin")->valueint, loss, want_loss,
+  print_message("%s: kept candidate %d: logged loss %.6f, transformers %.6f (initial %.4f, next candidate +%.4f)\n",
+                screen ? "screened" : "exhaustive", cJSON_GetObjectItem(fx, "argmin")->valueint, loss, want_loss,
                 cJSON_GetObjectItem(fx, "initial_loss")->valuedouble,
                 cJSON_GetObjectItem(fx, "margin_to_next_candidate")->valuedouble);
   if (!(fabs(loss - want_loss) < 2e-4)) fail_msg("logged loss %.6f, transformers' minimum %.6f", loss, want_loss);
@@ -138,6 +144,11 @@ static void test_attack_takes_argmin(void **state) {
   cJSON_Delete(cases);
   cJSON_Delete(fx);
   free(behaviors), free(targets), free(out), free(log);
+}
+
+static void test_attack_takes_argmin(void **state) {
+  check_attack_argmin(0);
+  check_attack_argmin(SCREEN_KEEP);
 }
 
 static void test_attack_bad_input(void **state) {
@@ -369,6 +380,7 @@ static void test_attack_bad_behavior_input(void **state) {
       {empty_path, "", "behavior name_color has an empty target"},
       {good_path, "--init-suffix '%s'", "tokens with the suffix and target (at most 256, the context)"},
       {good_path, "--search-width 0", "--search-width: 0 is not positive"},
+      {good_path, "--screen -1", "--screen: -1 is negative"},
       {good_path, "--init-suffix ''", "--init-suffix: no tokens"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -54,8 +54,8 @@ static uint64_t behavior_seed(int seed, const char *id) {
 
 typedef struct {
   rg_model *m;
-  rg_weights *w;
-  rg_session *train, *inf;
+  rg_weights *w, *w8;        /* w8: the screen's 8-bit weights (go.screen_keep > 0) */
+  rg_session *train, *inf, *screen;
   unsigned char *disallowed;
   char *before, *after;
   const char *tmpl_name;    /* --chat-template (NULL: the model's) */
@@ -207,6 +207,7 @@ static cJSON *settings_json(const char *model, const char *behaviors, const char
   cJSON_AddNumberToObject(s, "min_loss", go->min_loss);
   cJSON_AddNumberToObject(s, "seed", (double)go->seed);
   cJSON_AddBoolToObject(s, "retokenize_filter", go->retokenize_filter);
+  cJSON_AddNumberToObject(s, "screen_keep", go->screen_keep);
   cJSON_AddNumberToObject(s, "eval_steps", stop->eval_steps);
   cJSON_AddNumberToObject(s, "check_refusal_min_loss", stop->min_loss);
   cJSON_AddStringToObject(s, "functional_category", category ? category : "");
@@ -234,6 +235,7 @@ int attack_spec_check(const attack_spec *s) {
       cli_require_positive("top-k", s->go.top_k) < 0 || cli_require_positive("eval-steps", s->eval_steps) < 0)
     return -1;
   if (cli_require_positive("batch", s->batch) < 0) return -1;
+  if (s->go.screen_keep < 0) return rg_error_set("--screen: %d is negative", s->go.screen_keep);
   /* the inference session holds batch * 128 tokens and batch * 32 logit rows */
   if (s->batch > INT_MAX / 128) return rg_error_set("--batch: %d is too large (at most %d)", s->batch, INT_MAX / 128);
   if (s->limit < 0) return rg_error_set("--limit: %d is negative", s->limit);
@@ -292,6 +294,13 @@ int attack_run(const attack_spec *s, const char *out, cJSON **results) {
     if (!(j.w = rg_weights_open(j.m, &bo, RG_WEIGHTS_AUTO)) || !(j.train = rg_session_new(j.w, 1, MAX_CTX, &to)) ||
         !(j.inf = rg_session_new(j.w, s->batch + 1, MAX_CTX, &io)) || !j.disallowed)
       rc = j.disallowed ? -1 : rg_error_set("out of memory");
+    /* the screen reads the model's blocks (no float32 copy) with its own
+     * sessions' worth of activations */
+    if (rc == 0 && s->go.screen_keep > 0 &&
+        (!(j.w8 = rg_weights_open(j.m, &bo, RG_WEIGHTS_TILED_Q8)) ||
+         !(j.screen = rg_session_new(j.w8, s->batch + 1, MAX_CTX, &io))))
+      rc = -1;
+    j.go.screen = j.screen;
   }
   if (rc == 0) rg_gcg_disallowed_tokens(j.m, j.disallowed);
   if (rc == 0 && s->log_path) {
@@ -329,6 +338,8 @@ int attack_run(const attack_spec *s, const char *out, cJSON **results) {
   }
   rg_completions_free(&cases);
   attack_progress_free(&prog);
+  rg_session_free(j.screen);
+  rg_weights_free(j.w8);
   rg_session_free(j.inf);
   rg_session_free(j.train);
   rg_weights_free(j.w);

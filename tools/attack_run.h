@@ -43,7 +43,9 @@ typedef struct {
   const char *init_suffix;    /* NULL: ATTACK_INIT_SUFFIX */
   const char *category;       /* NULL: every row; else DirectRequest's selection (standard, contextual, all) */
   int limit;                  /* > 0: the first LIMIT selected behaviors */
-  rg_gcg_opts go;             /* steps, search_width, top_k, min_loss, seed, retokenize_filter */
+  rg_gcg_opts go;             /* steps, search_width, top_k, min_loss, seed, retokenize_filter, and
+                               * screen_keep (> 0: every candidate first on 8-bit activations,
+                               * RG_WEIGHTS_TILED_Q8, and that many best again in float32) */
   int eval_steps;             /* refusal check every N steps */
   double check_min_loss;      /* ... once the loss is below this (0: never) */
   int batch;                  /* candidates evaluated together */

@@ -357,7 +357,7 @@ int cmd_asr(int argc, char **argv) {
   /* --attack gcg's flags; NOT_GIVEN until given (they need --attack gcg) */
   enum { NOT_GIVEN = INT_MIN };
   int gcg_steps = NOT_GIVEN, gcg_width = NOT_GIVEN, gcg_top_k = NOT_GIVEN, gcg_eval_steps = NOT_GIVEN,
-      gcg_batch = NOT_GIVEN, gcg_seed = NOT_GIVEN;
+      gcg_batch = NOT_GIVEN, gcg_seed = NOT_GIVEN, gcg_screen = NOT_GIVEN;
   double gcg_check_min_loss = NAN;
   const char *gcg_targets = NULL, *gcg_init = NULL;
   bool gcg_retokenize = false, transfer = false;
@@ -392,6 +392,7 @@ int cmd_asr(int argc, char **argv) {
       {"check-refusal-min-loss", CLI_FLOAT, &gcg_check_min_loss,
        "--attack gcg: run the refusal check only below this loss (0.05; 0: never)"},
       {"gcg-batch", CLI_INT, &gcg_batch, "--attack gcg: candidates evaluated together (32)"},
+      {"screen", CLI_INT, &gcg_screen, "--attack gcg: screen candidates on 8-bit activations, keep K (0: off)"},
       {"targets", CLI_STRING, &gcg_targets, "--attack gcg: HarmBench targets JSON (data/harmbench/)"},
       {"seed", CLI_INT, &gcg_seed, "--attack gcg: sampling seed (0)"},
       {"init-suffix", CLI_STRING, &gcg_init, "--attack gcg: initial suffix text (20 \"!\")"},
@@ -440,9 +441,11 @@ int cmd_asr(int argc, char **argv) {
     rc = rg_error_set("--attack: unknown attack '%s' (DirectRequest, gcg, or --test-cases FILE)", attack);
   else if (!gcg && (gcg_steps != NOT_GIVEN || gcg_width != NOT_GIVEN || gcg_top_k != NOT_GIVEN ||
                     gcg_eval_steps != NOT_GIVEN || gcg_batch != NOT_GIVEN || gcg_seed != NOT_GIVEN ||
-                    !isnan(gcg_check_min_loss) || gcg_targets || gcg_init || gcg_retokenize || transfer))
+                    gcg_screen != NOT_GIVEN || !isnan(gcg_check_min_loss) || gcg_targets || gcg_init ||
+                    gcg_retokenize || transfer))
     rc = rg_error_set("--steps, --search-width, --top-k, --eval-steps, --check-refusal-min-loss, --gcg-batch, "
-                      "--targets, --seed, --init-suffix, --retokenize-filter, --transfer: only with --attack gcg");
+                      "--screen, --targets, --seed, --init-suffix, --retokenize-filter, --transfer: only with "
+                      "--attack gcg");
   else if (gcg && prompt_csv_path) rc = rg_error_set("--attack gcg: needs --behaviors (GCG attacks behaviors with targets)");
   else if (max_new < 1) rc = rg_error_set("--max-new-tokens: %d is not positive", max_new);
   else if (cli_require_positive("batch", batch) < 0) rc = -1;
@@ -526,7 +529,8 @@ int cmd_asr(int argc, char **argv) {
                .search_width = gcg_width == NOT_GIVEN ? 512 : gcg_width,
                .top_k = gcg_top_k == NOT_GIVEN ? 256 : gcg_top_k,
                .seed = (uint64_t)(unsigned)(gcg_seed == NOT_GIVEN ? 0 : gcg_seed),
-               .retokenize_filter = gcg_retokenize},
+               .retokenize_filter = gcg_retokenize,
+               .screen_keep = gcg_screen == NOT_GIVEN ? 0 : gcg_screen},
         .eval_steps = gcg_eval_steps == NOT_GIVEN ? 50 : gcg_eval_steps,
         .check_min_loss = isnan(gcg_check_min_loss) ? 0.05 : gcg_check_min_loss,
         .batch = gcg_batch == NOT_GIVEN ? 32 : gcg_batch,
@@ -538,6 +542,7 @@ int cmd_asr(int argc, char **argv) {
     cJSON_AddNumberToObject(g, "eval_steps", spec.eval_steps);
     cJSON_AddNumberToObject(g, "check_refusal_min_loss", spec.check_min_loss);
     cJSON_AddNumberToObject(g, "seed", (double)spec.go.seed);
+    cJSON_AddNumberToObject(g, "screen_keep", spec.go.screen_keep);
     cJSON_AddStringToObject(g, "targets", spec.targets_path);
     if (attack_spec_check(&spec) < 0 || run_adaptive(&job, &spec, series, cat, limit, transfer, summary) < 0) goto end;
   } else {

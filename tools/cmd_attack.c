@@ -3,7 +3,7 @@
  * [--top-k 256] [--eval-steps 50] [--check-refusal-min-loss 0.05]
  * [--refusal-substrings FILE] [--min-loss X] [--retokenize-filter]
  * [--init-suffix TEXT] [--functional-category standard|contextual|all]
- * [--limit N] [--batch 32] [--seed S]
+ * [--limit N] [--batch 32] [--screen K] [--seed S]
  * [--chat-template NAME] [--threads N] [--log FILE.csv]
  * [--behavior-log FILE.csv] [--json]`
  *
@@ -15,7 +15,11 @@
  * targets default to harmbench_targets_text.json. --log: a CSV of
  * behavior_id, step, loss for the behaviors this invocation attacked;
  * --behavior-log: behavior_id, steps, final_loss, stop_reason, seconds for
- * every finished behavior. Progress goes to stderr; --json prints {"out",
+ * every finished behavior. --screen K scores every step's candidates on
+ * 8-bit activations first (RG_WEIGHTS_TILED_Q8, the products of
+ * --fast-decode) and only the K best of those again in float32, taking the
+ * argmin of the K (rg_gcg_screened_losses): faster, and the same step as
+ * HarmBench's whenever its argmin screens among the K. Progress goes to stderr; --json prints {"out",
  * "results": [{"behavior_id", "steps", "loss", "stop_reason"}]} on stdout. */
 #include <cJSON.h>
 #include <stdbool.h>
@@ -34,7 +38,8 @@ int cmd_attack(int argc, char **argv) {
              *category = NULL;
   bool json = false, retokenize = false;
   const char *targets_path = NULL; /* default: harmbench/ in the data folder (cli_data.h) */
-  int steps = 500, width = 512, top_k = 256, limit = 0, batch = 32, seed = 0, threads = 0, eval_steps = 50;
+  int steps = 500, width = 512, top_k = 256, limit = 0, batch = 32, seed = 0, threads = 0, eval_steps = 50,
+      screen = 0;
   double min_loss = 0, check_min_loss = 0.05;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory (or MODEL positionally)"},
@@ -56,6 +61,7 @@ int cmd_attack(int argc, char **argv) {
       {"functional-category", CLI_STRING, &category, "standard, contextual or all non-copyright (every row)"},
       {"limit", CLI_INT, &limit, "attack only the first N behaviors"},
       {"batch", CLI_INT, &batch, "candidates evaluated together (32)"},
+      {"screen", CLI_INT, &screen, "score candidates on 8-bit activations, the K best again in float32 (0: off)"},
       {"seed", CLI_INT, &seed, "sampling seed (0)"},
       {"chat-template", CLI_STRING, &tmpl_name, "chat format name (default: the model's)"},
       {"threads", CLI_INT, &threads, "CPU threads (all)"},
@@ -87,7 +93,8 @@ int cmd_attack(int argc, char **argv) {
                             .category = category,
                             .limit = limit,
                             .go = {.steps = steps, .search_width = width, .top_k = top_k, .min_loss = min_loss,
-                                   .seed = (uint64_t)(unsigned)seed, .retokenize_filter = retokenize},
+                                   .seed = (uint64_t)(unsigned)seed, .retokenize_filter = retokenize,
+                                   .screen_keep = screen},
                             .eval_steps = eval_steps,
                             .check_min_loss = check_min_loss,
                             .batch = batch,

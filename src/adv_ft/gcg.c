@@ -256,17 +256,68 @@ static int shared_losses(rg_session *s, const rg_gcg_case *c, const int32_t *can
   const int P = shard ? rg_comm_size(shard) : 1;
   if (P == 1) return rg_gcg_candidate_losses(s, c, cands, n_cands, losses);
   const int me = rg_comm_rank(shard), lo = (int)((long)n_cands * me / P);
+  const int n_mine = (int)((long)n_cands * (me + 1) / P) - lo;
   int *counts = malloc((size_t)P * sizeof *counts);
   float *mine = malloc((size_t)(n_cands / P + 1) * sizeof *mine); /* MPI's buffers may not overlap */
   int rc = counts && mine ? 0 : rg_error_set("gcg: out of memory");
   for (int r = 0; rc == 0 && r < P; r++) counts[r] = (int)((long)n_cands * (r + 1) / P - (long)n_cands * r / P);
-  if (rc == 0 && counts[me] > 0) rc = rg_gcg_candidate_losses(s, c, cands + (size_t)lo * c->n_suffix, counts[me], mine);
+  if (rc == 0 && n_mine > 0) rc = rg_gcg_candidate_losses(s, c, cands + (size_t)lo * c->n_suffix, n_mine, mine);
   /* every rank joins the gather, even after its own share failed, so
    * that none waits for it until the deadline */
   if (counts && mine && rg_comm_allgatherv(shard, losses, counts, mine) < 0 && rc == 0)
     rc = rg_error_prefix("gcg candidate losses");
   free(counts), free(mine);
   return rc;
+}
+
+/* Step 3 screened (rg_gcg_screened_losses), each pass's candidates split
+ * over SHARD's ranks; every rank picks the same KEEP from the same
+ * gathered screen losses. */
+static int screened_losses(rg_session *screen, rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands,
+                           int keep, const unsigned char *eligible, rg_comm *shard, float *losses,
+                           unsigned char *verified) {
+  const int L = c->n_suffix;
+  if (keep < 1) return rg_error_set("gcg: screening keeps %d candidates (at least 1)", keep);
+  int *pick = malloc((size_t)keep * sizeof *pick), *twin = malloc((size_t)n_cands * sizeof *twin);
+  int32_t *again = malloc((size_t)keep * L * sizeof *again);
+  float *exact = malloc((size_t)keep * sizeof *exact);
+  int rc = pick && twin && again && exact ? 0 : rg_error_set("gcg: out of memory");
+  if (rc == 0) rc = shared_losses(screen, c, cands, n_cands, shard, losses);
+  /* verified[j] marks the candidates out of the running: picked,
+   * ineligible, or a repeat (its first copy, with the same loss, is
+   * eligible alike and comes first) */
+  for (int j = 0; rc == 0 && j < n_cands; j++) {
+    twin[j] = rg_gcg_repeat_of(cands, j, L);
+    verified[j] = (eligible && !eligible[j]) || twin[j] >= 0;
+  }
+  int n_pick = 0;
+  for (; rc == 0 && n_pick < keep; n_pick++) {
+    int best = -1; /* the lowest screened loss left, a NaN last, ties to the first */
+    for (int j = 0; j < n_cands; j++)
+      if (!verified[j] && (best < 0 || losses[j] < losses[best] || (isnan(losses[best]) && !isnan(losses[j]))))
+        best = j;
+    if (best < 0) break;
+    verified[best] = 1;
+    pick[n_pick] = best;
+    memcpy(again + (size_t)n_pick * L, cands + (size_t)best * L, (size_t)L * sizeof *again);
+  }
+  if (rc == 0) rc = shared_losses(s, c, again, n_pick, shard, exact);
+  if (rc == 0) {
+    memset(verified, 0, (size_t)n_cands);
+    for (int i = 0; i < n_pick; i++) losses[pick[i]] = exact[i], verified[pick[i]] = 1;
+    for (int j = 0; j < n_cands; j++) /* a repeat of a verified candidate is verified with it */
+      if (twin[j] >= 0 && verified[twin[j]]) losses[j] = losses[twin[j]], verified[j] = 1;
+  }
+  free(pick), free(twin), free(again), free(exact);
+  return rc;
+}
+
+int rg_gcg_screened_losses(rg_session *screen, rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands,
+                           int keep, const unsigned char *eligible, float *losses, unsigned char *verified) {
+  if (check_case(c) < 0) return -1;
+  return screened_losses(screen, s, c, cands, n_cands, keep, eligible, NULL, losses, verified) < 0
+             ? rg_error_prefix("gcg screened losses")
+             : 0;
 }
 
 int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallowed, int32_t *ids,
@@ -287,7 +338,11 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
   float *grad = malloc((size_t)L * V * sizeof *grad), *cand_losses = malloc((size_t)o->search_width * sizeof(float));
   int32_t *cands = malloc((size_t)o->search_width * L * sizeof *cands);
   unsigned char *keep = o->retokenize_filter ? malloc((size_t)o->search_width) : NULL;
-  int rc = grad && cand_losses && cands && (keep || !o->retokenize_filter) ? 0 : rg_error_set("gcg: out of memory");
+  const bool screened = o->screen && o->screen_keep < o->search_width;
+  unsigned char *verified = screened ? malloc((size_t)o->search_width) : NULL;
+  int rc = grad && cand_losses && cands && (keep || !o->retokenize_filter) && (verified || !screened)
+               ? 0
+               : rg_error_set("gcg: out of memory");
   uint64_t rng = o->seed;
   float loss = 0;
   *n_steps = 0;
@@ -301,10 +356,16 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
     if (rc == 0)
       rc = o->sample ? o->sample(o->sample_user, k, c->ids + c->suffix_start, L, cands)
                      : rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
-    if (rc == 0) rc = shared_losses(inf, c, cands, o->search_width, o->shard, cand_losses);
     if (rc == 0 && keep) rc = rg_gcg_retokenizes(rg_session_model(train)->tokenizer, cands, o->search_width, L, keep);
+    /* the filter's eligible candidates; all when it keeps none */
+    const unsigned char *eligible = keep && memchr(keep, 1, (size_t)o->search_width) ? keep : NULL;
+    if (rc == 0)
+      rc = screened ? screened_losses(o->screen, inf, c, cands, o->search_width, o->screen_keep, eligible, o->shard,
+                                      cand_losses, verified)
+                    : shared_losses(inf, c, cands, o->search_width, o->shard, cand_losses);
     if (rc != 0) break;
-    const int best = best_candidate(cand_losses, o->search_width, keep); /* taken unconditionally (HarmBench) */
+    /* taken unconditionally (HarmBench) */
+    const int best = best_candidate(cand_losses, o->search_width, screened ? verified : keep);
     memcpy(ids + c->suffix_start, cands + (size_t)best * L, (size_t)L * sizeof *ids);
     losses[k] = cand_losses[best];
     *n_steps = k + 1;
@@ -315,6 +376,6 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
       break;
     }
   }
-  free(grad), free(cand_losses), free(cands), free(keep);
+  free(grad), free(cand_losses), free(cands), free(keep), free(verified);
   return rc;
 }

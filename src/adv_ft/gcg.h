@@ -93,6 +93,18 @@ int rg_gcg_repeat_of(const int32_t *cands, int j, int n_suffix);
  * one whole suffix | after | target. Returns 0 or -1. */
 int rg_gcg_candidate_losses(rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands, float *losses);
 
+/* Step 3, screened: losses[j] of every candidate on SCREEN (a session on
+ * cheaper weights of the same model: RG_WEIGHTS_TILED_Q8's 8-bit
+ * activations), then the KEEP candidates with the lowest of those (a
+ * repeat counted once; only among eligible[j] when ELIGIBLE is not NULL)
+ * again on S, whose losses replace theirs and get verified[j] = 1, as do
+ * their repeats; the others keep their screened loss and verified[j] = 0. The argmin of the
+ * verified losses is then the candidate HarmBench's exhaustive step takes
+ * whenever that one is among the KEEP best screened: the screen only has
+ * to rank it, not to score it. KEEP >= 1. Returns 0 or -1. */
+int rg_gcg_screened_losses(rg_session *screen, rg_session *s, const rg_gcg_case *c, const int32_t *cands, int n_cands,
+                           int keep, const unsigned char *eligible, float *losses, unsigned char *verified);
+
 /* keep[j] = whether candidate j (cands[j * L .. +L)) decodes and re-encodes
  * (without special tokens) to the same L ids: the retokenization filter of
  * rg_gcg_opts.retokenize_filter. Returns 0 or -1 with the error set. */
@@ -128,6 +140,13 @@ typedef struct {
    * HarmBench shards its 512 candidates over its GPUs: every rank computes
    * the same gradient and candidates, and takes the same argmin. */
   rg_comm *shard;
+  /* When set (and screen_keep < search_width), step 3 is screened
+   * (rg_gcg_screened_losses): every candidate on this session, the
+   * screen_keep best again on the candidate session, and the argmin of
+   * those taken; losses[k] stays a candidate-session loss. NULL: every
+   * candidate on the candidate session, as HarmBench. */
+  rg_session *screen;
+  int screen_keep;
 } rg_gcg_opts;
 
 typedef enum {
