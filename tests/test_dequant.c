@@ -209,6 +209,37 @@ static void test_half_conversions(void **state) {
   cJSON_Delete(man);
 }
 
+/* rg_quantize_row_q8_0 against gguf-py's q8_0 blocks of the same rows,
+ * byte for byte (scales and values): weight-like blocks of every
+ * magnitude, an all-zero block, a block whose values are all ties (d = 1,
+ * x = k + 0.5: rounded away from zero, as gguf-py's np_roundf) and one
+ * holding 1e-30. */
+static void test_quantize_q8_0(void **state) {
+  (void)state;
+  cJSON *man = t_read_json_fixture("dequant/manifest.json");
+  const cJSON *q = cJSON_GetObjectItemCaseSensitive(man, "quantize_q8_0");
+  char name[256];
+  size_t n = 0, n_bytes = 0;
+  snprintf(name, sizeof name, "dequant/%s", jstr(q, "input"));
+  float *x = t_read_f32(name, &n);
+  snprintf(name, sizeof name, "dequant/%s", jstr(q, "blocks"));
+  char *path = t_fixture_path(name);
+  uint8_t *want = (uint8_t *)rg_read_file(path, &n_bytes);
+  if (!want) fail_msg("%s", rg_error_get());
+  free(path);
+  assert_int_equal(n, cJSON_GetObjectItemCaseSensitive(q, "n")->valueint);
+  assert_int_equal(n_bytes, n / 32 * 34);
+  uint8_t *got = malloc(n_bytes);
+  rg_quantize_row_q8_0(x, got, (int64_t)n);
+  int bad = 0;
+  for (size_t b = 0; b < n / 32; b++)
+    if (memcmp(got + b * 34, want + b * 34, 34) != 0 && bad++ < 3)
+      print_error("q8_0 block %zu differs from gguf-py's\n", b);
+  assert_int_equal(bad, 0);
+  free(got), free(want), free(x);
+  cJSON_Delete(man);
+}
+
 /* The SIMD decoders rg_dequantize_row picks at run time (dequant_avx2.c)
  * give the portable decoders' bits on random blocks: random bytes cover
  * every nibble, high bit and 6-bit scale pattern, and f16 scales of every
@@ -255,6 +286,7 @@ int main(void) {
       cmocka_unit_test(test_synthetic_blocks),
       cmocka_unit_test(test_real_rows),
       cmocka_unit_test(test_half_conversions),
+      cmocka_unit_test(test_quantize_q8_0),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

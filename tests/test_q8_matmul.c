@@ -1,5 +1,6 @@
 /* test_q8_matmul.c: the 8-bit decode products (RG_FORM_FILE_Q8,
- * backend_cpu_q8.c) for every block format they cover, on random blocks.
+ * backend_cpu_q8.c) for every block format they cover, on random blocks,
+ * and on float matrices through their q8_0 copy (test_float_weights).
  *
  * Three independent checks per format and shape:
  *  1. The formula. The reference quantizes x here, by the documented rule
@@ -292,6 +293,69 @@ static void test_fallback(void **state) {
   fallback("none", 128);
 }
 
+/* Float32, f16 and bf16 matrices in RG_FORM_FILE_Q8 are quantized to q8_0
+ * once (rg_quantize_row_q8_0, byte-exact against gguf-py in test_dequant):
+ * their products are bitwise those of the q8_0 tensor of the same values,
+ * which the checks above verify against the formula. The weight's bytes
+ * grow by the copy; made float32 (an optimizer's copy), it leaves the 8-bit
+ * path, since the copy would go stale: then bitwise the float32 product. */
+static void test_float_weights(void **state) {
+  enum { M = 5, K = 192, N = 37 };
+  const int types[] = {RG_F32, RG_F16, RG_BF16};
+  rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
+  assert_non_null(be);
+  const bool kernels = cpu(be)->q8 != NULL;
+  float *wf = malloc((size_t)N * K * sizeof *wf), x[M * K];
+  for (int i = 0; i < M * K; i++) x[i] = (float)urand();
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    const int type = types[ti];
+    const size_t rb = rg_dtype_row_bytes(type, K), qb = rg_dtype_row_bytes(RG_Q8_0, K);
+    uint8_t *bytes = malloc(rb * N), *blocks = malloc(qb * N);
+    for (int i = 0; i < N * K; i++) {
+      const float v = (float)(urand() * (i % 61 == 0 ? 8.0 : 0.1));
+      const uint16_t h = type == RG_F16 ? rg_fp32_to_fp16(v) : rg_fp32_to_bf16(v);
+      if (type == RG_F32) memcpy(bytes + 4 * (size_t)i, &v, 4);
+      else memcpy(bytes + 2 * (size_t)i, &h, 2);
+    }
+    for (int r = 0; r < N; r++) {
+      assert_int_equal(rg_dequantize_row(type, bytes + rb * r, wf + (size_t)r * K, K), 0);
+      rg_quantize_row_q8_0(wf + (size_t)r * K, blocks + qb * r, K);
+    }
+    const rg_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1}, .data = bytes, .nbytes = rb * N};
+    const rg_tensor tq = {.name = "wq", .type = RG_Q8_0, .n_dims = 2, .ne = {K, N, 1, 1}, .data = blocks,
+                          .nbytes = qb * N};
+    rg_bweight *wq = rg_backend_weight(be, &t, RG_FORM_FILE_Q8), *w8 = rg_backend_weight(be, &tq, RG_FORM_FILE_Q8),
+               *we = rg_backend_weight(be, &t, RG_FORM_F32);
+    assert_non_null(wq);
+    assert_non_null(w8);
+    assert_int_equal(wq->q8, kernels);
+    float *got = product(be, wq, x, M, K, N, NULL), *want = product(be, w8, x, M, K, N, NULL);
+    float *exact = product(be, we, x, M, K, N, NULL);
+    if (kernels) {
+      assert_memory_equal(got, want, (size_t)M * N * sizeof *got);
+      assert_true(rg_bweight_bytes(be, wq) >= qb * N);
+    } else {
+      assert_memory_equal(got, exact, (size_t)M * N * sizeof *got);
+    }
+    double worst = 0;
+    for (int i = 0; i < M * N; i++) worst = fmax(worst, fabs(got[i] - exact[i]));
+    print_message("%-4s as q8_0: bitwise the q8_0 tensor's product; largest difference from float32 %.2e\n",
+                  rg_dtype_get(type)->name, worst);
+    free(got);
+    assert_int_equal(rg_bweight_make_f32(be, wq), 0);
+    assert_false(wq->q8);
+    got = product(be, wq, x, M, K, N, NULL);
+    assert_memory_equal(got, exact, (size_t)M * N * sizeof *got);
+    free(got), free(want), free(exact);
+    rg_bweight_free(be, wq);
+    rg_bweight_free(be, w8);
+    rg_bweight_free(be, we);
+    free(bytes), free(blocks);
+  }
+  free(wf);
+  rg_backend_free(be);
+}
+
 /* An unknown cap stops the backend with one line that names it. */
 static void test_unknown_cap(void **state) {
   assert_int_equal(setenv("REFGEO_MAX_ISA", "avx9", 1), 0);
@@ -304,7 +368,7 @@ static void test_unknown_cap(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_block32_formats), cmocka_unit_test(test_k_formats),
                                      cmocka_unit_test(test_many_rows), cmocka_unit_test(test_extremes),
-                                     cmocka_unit_test(test_fallback),
+                                     cmocka_unit_test(test_fallback), cmocka_unit_test(test_float_weights),
                                      cmocka_unit_test(test_unknown_cap)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

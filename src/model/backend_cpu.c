@@ -165,6 +165,51 @@ static int grow_scratch(void **p, size_t *have, size_t need, size_t unit) {
   return 0;
 }
 
+/* RG_FORM_FILE_Q8: points W's 8-bit products at the rows they read, when
+ * this CPU has kernels for them: the file's blocks, or for a float matrix a
+ * q8_0 copy made here (gguf-py's rule, rg_quantize_row_q8_0), and grows the
+ * products' scratch. Leaves W on the float32 paths otherwise. 0, or -1 with
+ * the error set (out of memory). */
+static int q8_prepare(rg_backend *be, rg_bweight *w) {
+  cpu_backend *c = cpu(be);
+  const rg_tensor *t = w->t;
+  const bool from_float = t->type == RG_F32 || t->type == RG_F16 || t->type == RG_BF16;
+  const int type = from_float ? RG_Q8_0 : t->type;
+  if (!cpu_q8_supported(c, type, w->cols)) return 0;
+  const char *name = t->name ? t->name : "(tensor)";
+  if (grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_q8_scratch_bytes(w->cols, be->threads), 1) < 0)
+    return rg_error_set("%s: out of memory for the matmul scratch", name);
+  w->q8_rows = t->data, w->q8_row_bytes = w->row_bytes, w->q8_type = type;
+  if (from_float) {
+    const size_t rb = rg_dtype_row_bytes(RG_Q8_0, w->cols);
+    if (!(w->q8_owned = malloc(rb * (size_t)w->rows)))
+      return rg_error_set("%s: out of memory for a q8_0 copy", name);
+    bool failed = false;
+#pragma omp parallel num_threads(be->threads)
+    {
+      float *row = malloc((size_t)w->cols * sizeof *row);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < w->rows; r++)
+        if (row) {
+          rg_dequantize_row(t->type, row_ptr(w, r), row, w->cols);
+          rg_quantize_row_q8_0(row, w->q8_owned + (size_t)r * rb, w->cols);
+        }
+      if (!row) {
+#pragma omp atomic write
+        failed = true;
+      }
+      free(row);
+    }
+    if (failed) {
+      free(w->q8_owned), w->q8_owned = NULL;
+      return rg_error_set("%s: out of memory quantizing to q8_0", name);
+    }
+    w->q8_rows = w->q8_owned, w->q8_row_bytes = rb;
+  }
+  w->q8 = true;
+  return 0;
+}
+
 static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_form form) {
   const rg_dtype_info *info = rg_dtype_get(t->type);
   const char *name = t->name ? t->name : "(tensor)";
@@ -206,27 +251,33 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
      * its activations and weight panels. */
     cpu_backend *c = cpu(be);
     const size_t tile_floats = (size_t)cols * SKINNY_ROWS > TILE_FLOATS ? (size_t)cols * SKINNY_ROWS : TILE_FLOATS;
-    w->q8 = form == RG_FORM_FILE_Q8 && cpu_q8_supported(c, t->type, cols);
-    if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
-        (w->q8 && grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_q8_scratch_bytes(cols, be->threads), 1) < 0)) {
+    if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0) {
       free(w);
       rg_error_set("%s: out of memory for the matmul scratch", name);
       return NULL;
     }
   }
+  if (form == RG_FORM_FILE_Q8 && rows > 1 && q8_prepare(be, w) < 0) {
+    free(w->owned), free(w);
+    return NULL;
+  }
   return w;
 }
 
 static void cpu_weight_free(rg_backend *be, rg_bweight *w) {
-  free(w->owned);
+  free(w->owned), free(w->q8_owned);
   free(w);
 }
 
 static size_t cpu_weight_bytes(const rg_bweight *w) {
-  return w->owned ? (size_t)w->rows * (size_t)w->cols * sizeof(float) : 0;
+  return (w->owned ? (size_t)w->rows * (size_t)w->cols * sizeof(float) : 0) +
+         (w->q8_owned ? (size_t)w->rows * w->q8_row_bytes : 0);
 }
 
 static int cpu_weight_make_f32(rg_backend *be, rg_bweight *w) {
+  /* an optimizer updates the float32 copy: the 8-bit products' rows would be stale */
+  free(w->q8_owned);
+  w->q8_owned = NULL, w->q8 = false;
   if (w->owned) return 0;
   const size_t n = (size_t)w->rows * (size_t)w->cols;
   float *copy = malloc(n * sizeof *copy);
@@ -268,7 +319,7 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
                         float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
-  if (!w->f32 && w->q8) { /* any M: a prompt as well as a decode step */
+  if (w->q8) { /* any M: a prompt as well as a decode step */
     cpu_matmul_q8(be, y, x, M, w, bias, beta);
     return;
   }

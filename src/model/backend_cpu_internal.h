@@ -36,7 +36,14 @@ struct rg_bweight {
   size_t row_bytes; /* of one row in the file dtype */
   const float *f32; /* rows*cols float32 (own copy or the f32 file data), or NULL: tiled */
   float *owned;     /* the copy we allocated (== f32, writable), freed with the weight */
-  bool q8;          /* tiled, and every product runs cpu_matmul_q8 (RG_FORM_FILE_Q8) */
+  bool q8;          /* every product runs cpu_matmul_q8 (RG_FORM_FILE_Q8) on q8_rows */
+  /* The rows cpu_matmul_q8 reads, q8_row_bytes apart, in dtype q8_type: the
+   * file's blocks, or for a float32, f16 or bf16 matrix q8_owned, a q8_0
+   * copy (what a Q8_0 GGUF of it would hold). */
+  const uint8_t *q8_rows;
+  size_t q8_row_bytes;
+  int q8_type;
+  uint8_t *q8_owned;
 };
 
 static inline cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }

@@ -44,7 +44,9 @@
  * when the backend starts (cpu_q8_pick). REFGEO_MAX_ISA caps the choice:
  * "avx2" to run the AVX2 kernels on an AVX-512 machine, "none" for no 8-bit
  * kernels. Without kernels, and for other dtypes or rows not a multiple of
- * 64 long, RG_FORM_FILE_Q8 weights take the float32 skinny path. */
+ * 64 long, RG_FORM_FILE_Q8 weights take the float32 skinny path. Float32,
+ * f16 and bf16 matrices are quantized to q8_0 once, when the weight is made
+ * (backend_cpu.c), so that their products run here too. */
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -136,14 +138,14 @@ typedef struct {
 /* Thread TID of NT: its share of the panels, unpacked and multiplied. */
 static void panels_of_thread(const q8_job *j, int tid, int nt) {
   const int K = j->K, N = j->N, M = j->M;
-  const size_t rb = j->w->row_bytes;
+  const size_t rb = j->w->q8_row_bytes;
   uint8_t *wt = align64(j->panels + (size_t)tid * panel_scratch_bytes((size_t)K));
   float *wd = (float *)(wt + (size_t)Q8_PANEL * K), *wm = wd + K;
   uint8_t *pad = (uint8_t *)(wm + K);
   const int p0 = j->n_panels * tid / nt, p1 = j->n_panels * (tid + 1) / nt;
   for (int p = p0; p < p1; p++) {
     const int r0 = p * Q8_PANEL, rows = N - r0 < Q8_PANEL ? N - r0 : Q8_PANEL;
-    const uint8_t *src = row_ptr(j->w, r0);
+    const uint8_t *src = j->w->q8_rows + (size_t)r0 * rb;
     if (rows < Q8_PANEL) { /* the decoders read 16 rows: pad the last panel with zero rows */
       memcpy(pad, src, (size_t)rows * rb);
       memset(pad + (size_t)rows * rb, 0, (size_t)(Q8_PANEL - rows) * rb);
@@ -175,7 +177,7 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
   int8_t *xq = align64(c->q8_scratch);
   float *xd = align64(xq + (size_t)PASS_ROWS * K);
   int32_t *xs = (int32_t *)(xd + (size_t)PASS_ROWS * (K / 32));
-  q8_job job = {.k = c->q8, .f = format_of(w->t->type), .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
+  q8_job job = {.k = c->q8, .f = format_of(w->q8_type), .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
                 .n_panels = (N + Q8_PANEL - 1) / Q8_PANEL, .x = {xq, xd, xs},
                 .panels = align64(xs + (size_t)PASS_ROWS * (K / 16))};
   const int team = be->threads < job.n_panels ? be->threads : job.n_panels;

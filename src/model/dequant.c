@@ -19,6 +19,7 @@
  */
 #include "model/dtype.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -391,4 +392,21 @@ int rg_dequantize_row(int type, const void *src, float *dst, int64_t n) { return
 
 int rg_dequantize_row_portable(int type, const void *src, float *dst, int64_t n) {
   return convert(type, src, dst, n, false);
+}
+
+/* gguf-py's Q8_0 rule (gguf/quants.py, Q8_0.quantize_blocks), the one its
+ * converters write: d = max|x| / 127 in float32, q = x / d rounded half
+ * away from zero (np_roundf, C's roundf), 0 where d is 0; d stored as f16.
+ * ggml's C reference multiplies by 1/d instead, which can differ by one at
+ * a tie; test_dequant checks these bytes against gguf-py's. */
+void rg_quantize_row_q8_0(const float *src, void *dst, int64_t n) {
+  uint8_t *out = dst;
+  for (int64_t b = 0; b < n / QK; b++, src += QK, out += 34) {
+    float amax = 0;
+    for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(src[j]));
+    const float d = amax / 127.0f;
+    const uint16_t h = rg_fp32_to_fp16(d);
+    memcpy(out, &h, sizeof h);
+    for (int j = 0; j < QK; j++) out[2 + j] = (uint8_t)(int8_t)(d != 0 ? roundf(src[j] / d) : 0.0f);
+  }
 }

@@ -1,4 +1,5 @@
-/* dtype.h: element types of weight tensors and their conversion to float32.
+/* dtype.h: element types of weight tensors and their conversion to float32
+ * (and from it to q8_0).
  *
  * The numeric values are ggml's type ids (ggml.h, enum ggml_type), so a GGUF
  * tensor's type field can be used directly. Safetensors dtypes map onto the
@@ -58,6 +59,10 @@ int rg_dequantize_row(int type, const void *src, float *dst, int64_t n);
 /* The same without the SIMD decoders (dequant_avx2.c) that
  * rg_dequantize_row picks at run time; bit-identical, for tests. */
 int rg_dequantize_row_portable(int type, const void *src, float *dst, int64_t n);
+
+/* Converts n float32 elements (a multiple of 32) to q8_0 blocks as gguf-py
+ * quantizes them (dequant.c). */
+void rg_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 
 /* Scalar half-precision conversions (IEEE binary16 and bfloat16). */
 float rg_fp16_to_fp32(uint16_t h);

@@ -55,7 +55,8 @@ typedef enum {
                         * file's size instead of an f32 copy 4-6x larger. */
   RG_WEIGHTS_TILED_Q8, /* RG_WEIGHTS_TILED, with the products on 8-bit activations and
                         * integer dot products where the CPU has them
-                        * (backend_cpu_q8.c; llama.cpp's arithmetic): what generate
+                        * (backend_cpu_q8.c; llama.cpp's arithmetic; float32, f16
+                        * and bf16 matrices through a q8_0 copy): what generate
                         * and asr take with --fast-decode. */
   RG_WEIGHTS_F32       /* always float32 */
 } rg_weight_mode;

@@ -13,6 +13,9 @@ Writes into --out:
   real_<n>.f32           dequantized rows of tensors of the real SmolLM2 GGUF
   f32_to_half.f32, f32_to_bf16.u16, f32_to_f16.u16
                          float32 inputs and their bf16 (torch) / f16 (numpy) roundings
+  q8_0_quantize.f32, q8_0_quantize.bin
+                         float32 rows and gguf-py's q8_0 blocks of them (what refgeo's
+                         8-bit products quantize float weights to)
   model_gguf.json        config values and tensor counts read by GGUFReader
 """
 import argparse
@@ -161,10 +164,22 @@ def main():
     with np.errstate(over="ignore"):
         x.astype(np.float16).view("<u2").tofile(os.path.join(args.out, "f32_to_f16.u16"))
 
+    # q8_0 quantization by gguf-py, its own generator so the files above stay as they were.
+    qrng = np.random.default_rng(20261204)
+    xq = (qrng.standard_normal((64, 32)) * np.exp(qrng.uniform(-8, 3, (64, 1)))).astype(np.float32)
+    xq[0] = 0                                   # d = 0: every q 0
+    xq[1] = np.arange(-16, 16) + np.float32(0.5)  # ...
+    xq[1, 0] = -127                             # ... d = 1 exactly: every x / d a tie, rounded away from zero
+    xq[2, 5] = np.float32(1e-30)                # a tiny value beside the block's others
+    xq.tofile(os.path.join(args.out, "q8_0_quantize.f32"))
+    with open(os.path.join(args.out, "q8_0_quantize.bin"), "wb") as f:
+        f.write(quantize(xq, T.Q8_0).tobytes())
+
     reader = gguf.GGUFReader(args.model)
     manifest = {"generator": "tools/reference/make_dequant_fixtures.py", "reference": f"gguf-py {gguf.__version__ if hasattr(gguf, '__version__') else ''}".strip(),
                 "synthetic": synth, "real": real_rows(reader, args.out),
-                "half": {"input": "f32_to_half.f32", "bf16": "f32_to_bf16.u16", "f16": "f32_to_f16.u16"}}
+                "half": {"input": "f32_to_half.f32", "bf16": "f32_to_bf16.u16", "f16": "f32_to_f16.u16"},
+                "quantize_q8_0": {"input": "q8_0_quantize.f32", "blocks": "q8_0_quantize.bin", "n": int(xq.size)}}
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     with open(os.path.join(args.out, "model_gguf.json"), "w") as f:
