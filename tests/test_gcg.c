@@ -306,6 +306,17 @@ static void test_prefix_cache_smollm2(void **state) {
   rg_model_free(m);
 }
 
+/* rg_gcg_opts.sample serving fixed candidates */
+typedef struct {
+  const int32_t *cands;
+  int n; /* ids */
+} served_cands;
+static int serve_cands(void *user, int step, const int32_t *suffix, int n_suffix, int32_t *out) {
+  const served_cands *s = user;
+  memcpy(out, s->cands, (size_t)s->n * sizeof *out);
+  return 0;
+}
+
 /* Screened step 3 (rg_gcg_screened_losses) on SmolLM2, the screen on 8-bit
  * activations (RG_WEIGHTS_TILED_Q8), the candidates' own session float32,
  * with GCG's candidates (one position changed each) and a repeat:
@@ -316,7 +327,9 @@ static void test_prefix_cache_smollm2(void **state) {
  *    kernels on other batch shapes, as above) and an unverified one the
  *    screen's: the two differ by far more (8-bit activations: ~1e-2), so a
  *    swapped or missing copy fails;
- *  - KEEP >= the candidates verifies every one: the exhaustive losses. */
+ *  - KEEP >= the candidates verifies every one: the exhaustive losses;
+ *  - a screened rg_gcg_run step keeps the verified candidate with the
+ *    lowest float32 loss and logs that loss. */
 static void test_screened_losses_smollm2(void **state) {
   rg_model *m = rg_model_load(t_env("REFGEO_MODEL"));
   if (!m) fail_msg("%s", rg_error_get());
@@ -325,7 +338,7 @@ static void test_screened_losses_smollm2(void **state) {
   const rg_gcg_case c = lock_case(m, ids);
   const int L = c.n_suffix;
   int32_t cands[N * CAP];
-  uint64_t r = 11;
+  uint64_t r = 13; /* a draw whose screened best is not the float32 argmin (see the rg_gcg_run step below) */
   for (int j = 0; j < N; j++) {
     memcpy(cands + j * L, ids + c.suffix_start, (size_t)L * sizeof *cands);
     cands[j * L + j * L / N] = (int32_t)(100 + rg_splitmix64(&r) % 2000);
@@ -375,6 +388,39 @@ static void test_screened_losses_smollm2(void **state) {
     assert_int_equal(verified[j], 1);
     assert_true(fabs(got[j] - exact[j]) / exact[j] < 1e-5);
   }
+  /* A screened step of rg_gcg_run (rg_gcg_opts.screen) takes, of the
+   * screen's RUN_KEEP best, the one with the lowest float32 loss, and logs
+   * that loss. Here that is not the exhaustive argmin, so a step that
+   * ignored the screen would keep another candidate. */
+  enum { RUN_KEEP = 1 };
+  served_cands serve = {cands, N * L};
+  const rg_gcg_opts go = {.steps = 1, .search_width = N, .top_k = 1, .sample = serve_cands, .sample_user = &serve,
+                          .screen = screen_s, .screen_keep = RUN_KEEP};
+  rg_session_opts to = {.max_batch_tokens = c.n, .max_logit_rows = c.n, .train = true};
+  rg_session *train = t_session(m, 2, RG_WEIGHTS_AUTO, 1, c.n, &to);
+  unsigned char *dis = calloc((size_t)m->cfg.vocab_size, 1);
+  int32_t run_ids[CAP];
+  memcpy(run_ids, ids, (size_t)c.n * sizeof *run_ids);
+  float step_loss;
+  int n_steps = 0;
+  if (rg_gcg_run(train, exact_s, dis, run_ids, &c, &go, &step_loss, &n_steps, NULL) != 0) fail_msg("%s", rg_error_get());
+  int best = -1; /* every candidate eligible now: the first KEEP of the screen's order, the repeat skipped */
+  for (int i = 0, kept = 0; kept < RUN_KEEP; i++)
+    if (order[i] != N - 1) {
+      if (best < 0 || exact[order[i]] < exact[best]) best = order[i];
+      kept++;
+    }
+  assert_int_equal(n_steps, 1);
+  int exhaustive = 0;
+  for (int j = 1; j < N; j++)
+    if (exact[j] < exact[exhaustive]) exhaustive = j;
+  print_message("screened step: kept candidate %d, loss %.6f (float32 %.6f); exhaustive argmin %d\n", best, step_loss,
+                exact[best], exhaustive);
+  if (isa) assert_int_not_equal(best, exhaustive);
+  assert_true(fabs(step_loss - exact[best]) / exact[best] < 1e-5);
+  assert_memory_equal(run_ids + c.suffix_start, cands + best * L, (size_t)L * sizeof *run_ids);
+  free(dis);
+  t_session_free(train);
   t_session_free(screen_s);
   t_session_free(exact_s);
   rg_model_free(m);
