@@ -45,7 +45,7 @@
  * asr.csv rows with attack adaptive_gcg. The GCG flags are `refgeo
  * attack`'s (--steps, --search-width, --top-k, --eval-steps,
  * --check-refusal-min-loss, --targets, --seed, --init-suffix,
- * --retokenize-filter; its --batch is --gcg-batch here), with HarmBench's
+ * --retokenize-filter, --screen; its --batch is --gcg-batch here), with HarmBench's
  * defaults. A killed run resumes inside the attack of the step it was in.
  * --transfer also scores every checkpoint's test cases on every other
  * checkpoint, fixed-source (completions_step<B>_gcg_from_step<A>.json), and
