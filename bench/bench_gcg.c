@@ -9,8 +9,10 @@
  * --screen K screens the candidates (rg_gcg_screened_losses): all on 8-bit
  * activations (RG_WEIGHTS_TILED_Q8), the K best again in float32. --audit
  * then also evaluates every candidate in float32, untimed, and prints per
- * step where the exhaustive argmin ranked in the screen and the float32
- * loss the screen's choice gave away (0 when it is the exhaustive argmin).
+ * step where the exhaustive argmin ranked in the screen, the float32 loss of
+ * the screen's choice and of the exhaustive argmin. Screened, the GFLOP/s
+ * printed are the exhaustive step's flops over the screened step's time
+ * (float32-equivalent, not a share of any peak).
  *
  * The test case is laid out as `refgeo attack` lays it out: the chat
  * template's text before the instruction, BEHAVIOR + " ", a suffix of 20
