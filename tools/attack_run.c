@@ -295,8 +295,9 @@ int attack_run(const attack_spec *s, const char *out, cJSON **results) {
         !(j.inf = rg_session_new(j.w, s->batch + 1, MAX_CTX, &io)) || !j.disallowed)
       rc = j.disallowed ? -1 : rg_error_set("out of memory");
     /* the screen reads the model's blocks (no float32 copy) with its own
-     * sessions' worth of activations */
-    if (rc == 0 && s->go.screen_keep > 0 &&
+     * sessions' worth of activations; a K that keeps every candidate
+     * screens nothing (rg_gcg_run), so it needs none */
+    if (rc == 0 && s->go.screen_keep > 0 && s->go.screen_keep < s->go.search_width &&
         (!(j.w8 = rg_weights_open(j.m, &bo, RG_WEIGHTS_TILED_Q8)) ||
          !(j.screen = rg_session_new(j.w8, s->batch + 1, MAX_CTX, &io))))
       rc = -1;
