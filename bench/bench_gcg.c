@@ -58,7 +58,7 @@ static double candidate_flops(const rg_config *c, const rg_gcg_case *k, int from
 }
 
 int main(int argc, char **argv) {
-  cli_bounded_openmp_spin(argv);
+  cli_runtime_env(argv);
   const char *model = NULL, *behavior = NULL, *target = NULL;
   int width = 512, steps = 3, batch = 32, threads = 0, screen = 0;
   bool audit = false;

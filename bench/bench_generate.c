@@ -40,7 +40,7 @@ static const char *const INSTRUCTIONS[] = {
 enum { N_INSTRUCTIONS = (int)(sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]) };
 
 int main(int argc, char **argv) {
-  cli_bounded_openmp_spin(argv); /* as refgeo itself runs */
+  cli_runtime_env(argv); /* as refgeo itself runs */
   const char *model = NULL;
   int B = 8, N = 64, threads = 0, repeats = 3;
   bool f32 = false, fast = false;

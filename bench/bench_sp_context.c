@@ -71,7 +71,7 @@ static int plan_at(const rg_model *m, int S, int P, rg_sp_mode mode, int req, do
 }
 
 int main(int argc, char **argv) {
-  cli_bounded_openmp_spin(argv);
+  cli_runtime_env(argv);
   const char *model = NULL, *recompute_arg = "auto", *mode_arg = "auto";
   int S = 1024, threads = 0, steps = 2;
   double budget_gib = 0;

@@ -23,7 +23,7 @@
 #include "util/rng.h"
 
 int main(int argc, char **argv) {
-  cli_bounded_openmp_spin(argv);
+  cli_runtime_env(argv);
   const char *model = NULL;
   const char *lora_targets = "q,k,v,o";
   int B = 4, T = 128, threads = 0, repeats = 5, lora_rank = 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "model/backend.h"
+#include "model/blas_core.h"
 #include "util/error.h"
 
 static void print_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts) {
@@ -107,10 +108,13 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
   return cli_check_only() ? 1 : 0; /* checked: stop as after --help */
 }
 
-void cli_bounded_openmp_spin(char **argv) {
-  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
-  execv("/proc/self/exe", argv); /* returns only on failure: run on as we are */
+void cli_runtime_env(char **argv) {
+  bool changed = false;
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+    changed |= setenv("GOMP_SPINCOUNT", "10000", 1) == 0;
+  const char *core = rg_blas_core_wanted();
+  if (core) changed |= setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+  if (changed) execv("/proc/self/exe", argv); /* returns only on failure: run on as we are */
 }
 
 int cli_set_device(const char *name) {

@@ -45,18 +45,24 @@ typedef struct {
  * SmolLM2-135M-Instruct. */
 #define CLI_EXAMPLE_MODEL "~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-/* Debian's OpenBLAS runs its own threads beside libgomp's, and libgomp's
- * idle threads spin for ~300000 rounds by default, taking the cores from the
- * BLAS threads (a training step's backward then varied by 50%). Not spinning
- * at all (OMP_WAIT_POLICY=PASSIVE) halves decoding, whose steps start a few
- * hundred short parallel regions per token, each then a futex wake-up
- * (SmolLM2, batch 1, 2 threads: 36.6 tok/s passive, 68 with 10000 rounds,
- * 75 unbounded; the LoRA training step is 2.20 s either way). So libgomp
- * spins 10000 rounds, then sleeps. It reads GOMP_SPINCOUNT once, as it
- * loads: a process started without it (or OMP_WAIT_POLICY) restarts itself
- * once with GOMP_SPINCOUNT=10000 (execv of /proc/self/exe). A value the user
- * set is kept. Returns only when no restart happened. */
-void cli_bounded_openmp_spin(char **argv);
+/* The environment that libgomp and OpenBLAS read once, as they load; a
+ * process started without it restarts itself once with it set (execv of
+ * /proc/self/exe). A value the user set is kept. Returns only when no restart
+ * happened.
+ *
+ * GOMP_SPINCOUNT=10000: Debian's OpenBLAS runs its own threads beside
+ * libgomp's, and libgomp's idle threads spin for ~300000 rounds by default,
+ * taking the cores from the BLAS threads (a training step's backward then
+ * varied by 50%). Not spinning at all (OMP_WAIT_POLICY=PASSIVE) halves
+ * decoding, whose steps start a few hundred short parallel regions per token,
+ * each then a futex wake-up (SmolLM2, batch 1, 2 threads: 36.6 tok/s
+ * passive, 68 with 10000 rounds, 75 unbounded; the LoRA training step is
+ * 2.20 s either way). So libgomp spins 10000 rounds, then sleeps. Left alone
+ * when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set.
+ *
+ * OPENBLAS_CORETYPE, only where OpenBLAS fell back to kernels without AVX2 on
+ * a CPU that has it (model/blas_core.h). */
+void cli_runtime_env(char **argv);
 
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Positional
  * arguments go to pos[0..*n_pos-1] (at most max_pos). Returns 0 or -1 with

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "model/backend.h"
+#include "model/blas_core.h"
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -113,6 +114,8 @@ static cJSON *device_report(void) {
   /* which 8-bit kernels --fast-decode runs here (null: the float32 path) */
   if (isa) cJSON_AddStringToObject(cpu, "fast_decode", isa);
   else cJSON_AddNullToObject(cpu, "fast_decode");
+  /* OpenBLAS's kernel set, which decides float32 speed (model/blas_core.h) */
+  cJSON_AddStringToObject(cpu, "blas_kernels", rg_blas_core_name());
   cJSON_AddItemToArray(list, cpu);
   const char *gpu = rg_gpu_backend_name();
   for (int i = 0, n = rg_gpu_device_count(); gpu && i < n; i++) {
@@ -152,7 +155,8 @@ static int print_devices(bool json) {
              cJSON_GetObjectItem(d, "memory_gib")->valuedouble);
     else {
       const cJSON *isa = cJSON_GetObjectItem(d, "fast_decode");
-      printf("%-8s %d threads, --fast-decode on %s\n", "cpu", (int)cJSON_GetObjectItem(d, "threads")->valuedouble,
+      printf("%-8s %d threads, OpenBLAS %s kernels, --fast-decode on %s\n", "cpu",
+             (int)cJSON_GetObjectItem(d, "threads")->valuedouble, cJSON_GetObjectItem(d, "blas_kernels")->valuestring,
              cJSON_IsString(isa) ? isa->valuestring : "the float32 path (no 8-bit kernels for this CPU)");
     }
   }

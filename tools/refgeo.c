@@ -32,7 +32,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
-  cli_bounded_openmp_spin(argv);
+  cli_runtime_env(argv);
   if (argc < 2) {
     usage(stderr);
     return 1;

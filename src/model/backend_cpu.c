@@ -432,7 +432,7 @@ static void cpu_swiglu(rg_backend *be, rg_buf *out, const rg_buf *gate, const rg
   const float *g = gate->data, *u = up->data;
   float *o = out->data;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
-  for (size_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  for (size_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + cpu_expf(-g[i])) * u[i];
 }
 
 static void cpu_add(rg_backend *be, rg_buf *y, const rg_buf *a, const rg_buf *b, size_t n) {

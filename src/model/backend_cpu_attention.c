@@ -42,34 +42,6 @@
  * 48 KiB) and the sgemm inner dimensions long. */
 enum { ATTN_QUERY_TOKENS = 32, ATTN_KEY_TILE = 128 };
 
-/* e^x for the softmax's x <= 0 (a little above 0 from rounding is fine),
- * in a form the compiler vectorizes: x = n ln2 + r with |r| <= ln2 / 2,
- * e^r by the degree-7 polynomial of Cephes' expf (Moshier, "Methods and
- * Programs for Mathematical Functions", 1989; relative error about 1e-7
- * over the range), times 2^n built in the exponent bits. Arguments below
- * -87 give e^-87 (1.6e-38) instead of underflowing: against the row's sum,
- * which holds e^0 = 1, that is nothing. glibc's expf is a library call per
- * element, and at long context the scores' exponentials cost as much as
- * the products themselves. */
-static inline float softmax_exp(float x) {
-  const float LOG2E = 1.44269504088896341f, LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
-  const float ROUND = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-  const float n = (x * LOG2E + ROUND) - ROUND;
-  const float r = x - n * LN2_HI - n * LN2_LO, r2 = r * r;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r2 + r + 1.0f;
-  const int32_t bits = ((int32_t)n + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 /* The batch's tokens in query blocks: block b holds tokens order[start[b]
  * .. start[b + 1]) (batch indices, one sequence, in batch order), and the
  * blocks of one sequence are consecutive, those of sequence s from block
@@ -193,7 +165,7 @@ static void forward_block(const rg_attn_desc *a, const block_keys *bk, int kvh, 
       float sum = 0;
       for (int j = 0; j < jl; j++) sr[j] = 0;
 #pragma omp simd reduction(+ : sum)
-      for (int j = jl; j < jh; j++) sum += sr[j] = softmax_exp(sr[j] - mt);
+      for (int j = jl; j < jh; j++) sum += sr[j] = cpu_expf(sr[j] - mt);
       for (int j = jh; j < nk; j++) sr[j] = 0;
       w->l[r] += sum;
     }
@@ -287,7 +259,7 @@ static void backward_block(const rg_attn_desc *a, const block_keys *bk, int kvh,
 #pragma omp simd
       for (int j = 0; j < nk; j++) {
         const bool visible = j >= jl && j < jh;
-        pr[j] = visible ? softmax_exp(pr[j] - lse_r) : 0.0f;
+        pr[j] = visible ? cpu_expf(pr[j] - lse_r) : 0.0f;
         dsr[j] = pr[j] * (dsr[j] - d_r) * scale;
       }
     }

@@ -133,7 +133,7 @@ void cpu_swiglu_backward(rg_backend *be, rg_buf *dgate, rg_buf *dup, const rg_bu
   const float *g = gate->data, *u = up->data, *d = dy->data;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
   for (size_t i = 0; i < n; i++) {
-    const float s = 1.0f / (1.0f + expf(-g[i]));
+    const float s = 1.0f / (1.0f + cpu_expf(-g[i]));
     dgate->data[i] += d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
     dup->data[i] += d[i] * g[i] * s;
   }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "model/backend.h"
 
@@ -17,6 +18,35 @@ enum { TILE_FLOATS = 1 << 20 };
 /* Below this many floats an elementwise op runs on one thread: forking the
  * team costs more than the work. */
 enum { PAR_MIN = 1 << 14 };
+
+/* e^x in a form the compiler vectorizes, for the softmax (x <= 0) and SiLU:
+ * x = n ln2 + r with |r| <= ln2 / 2, e^r by the degree-7 polynomial of Cephes' expf (Moshier, "Methods and
+ * Programs for Mathematical Functions", 1989; relative error about 1e-7
+ * over the range), times 2^n built in the exponent bits. x is clamped
+ * to [-87, 88]: below, e^-87 (1.6e-38) instead of an underflow, which
+ * against a softmax row's sum (it holds e^0 = 1) or SiLU's 1 + e^-g is
+ * nothing; above, 1.7e38 instead of infinity, so SiLU's g / (1 + e^-g) is
+ * still 0 to float precision. glibc's expf is a library call per element:
+ * at long context the scores' exponentials cost as much as the products
+ * themselves, and in a prefill SiLU's cost 8% of the time. */
+static inline float cpu_expf(float x) {
+  const float LOG2E = 1.44269504088896341f, LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
+  const float ROUND = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+  const float n = (x * LOG2E + ROUND) - ROUND;
+  const float r = x - n * LN2_HI - n * LN2_LO, r2 = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r2 + r + 1.0f;
+  const int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
 
 typedef struct {
   rg_backend base;
