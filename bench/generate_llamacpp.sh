@@ -70,6 +70,20 @@ fi
 sh "$(dirname "$0")/cpu_info.sh"
 echo "threads $THREADS, $N new tokens per sequence, median of $R, instruction sets: $ISA"
 
+# llama.cpp built natively on a CPU with AMX multiplies the weights it can
+# repack with AMX tiles. On one Xeon of these machines (Emerald Rapids, a
+# Firecracker guest) those kernels die by SIGILL at their first tilezero,
+# while a plain ldtilecfg + tilezero program runs: llama.cpp then runs
+# without its repacked weights (--no-repack), and the script says so.
+lcpp() { LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" "$@"; }
+LCPP_ARGS=()
+if ! lcpp -m "$MODEL" -c 256 -npp 8 -ntg 2 -npl 1 -t "$THREADS" -tb "$THREADS" >/dev/null 2>&1; then
+  LCPP_ARGS=(--no-repack)
+  lcpp -m "$MODEL" -c 256 -npp 8 -ntg 2 -npl 1 -t "$THREADS" -tb "$THREADS" "${LCPP_ARGS[@]}" >/dev/null 2>&1 ||
+    { echo "generate_llamacpp: llama-batched-bench fails on $MODEL" >&2; exit 1; }
+  echo "llama.cpp: its repacked (AMX) kernels fail on this machine; measured with --no-repack"
+fi
+
 # The prompt length llama.cpp gets: bench_generate's longest prompt of the batch.
 prompt_len() { "$BUILD/bench_generate" --model "$MODEL" --batch "$1" --new-tokens 1 --threads "$THREADS" --repeats 1 |
   awk '/^prompt tokens/ {print $NF}'; }
@@ -81,8 +95,8 @@ for B in 1 8 16; do
   rg=$(refgeo_tps "$B" --fast-decode)
   rg_exact=$(refgeo_tps "$B" "")
   PP=$(prompt_len "$B")
-  lc=$(LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * B + 64)) \
-    -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" -t "$THREADS" -tb "$THREADS" 2>/dev/null |
+  lc=$(lcpp -m "$MODEL" -c $(((PP + N) * B + 64)) -b 2048 -ub 512 -npp "$PP" -ntg "$N" -npl "$B" \
+    -t "$THREADS" -tb "$THREADS" "${LCPP_ARGS[@]}" 2>/dev/null |
     awk -F'|' -v ntg="$N" -v b="$B" '$2 ~ /^ *[0-9]+ *$/ { t = $10 + 0 } END { if (t > 0) printf "%.1f", ntg * b / t }')
   [ -n "$rg" ] && [ -n "$lc" ] || { echo "generate_llamacpp: batch $B: no throughput read (refgeo '$rg', llama.cpp '$lc')" >&2; exit 1; }
   awk -v b="$B" -v x="$rg" -v y="$lc" -v e="$rg_exact" 'BEGIN {
@@ -95,6 +109,6 @@ PP=$(prompt_len 8)
 rg_kb=$(OMP_NUM_THREADS=$THREADS rss "$BUILD/bench_generate" --model "$MODEL" --batch 8 --new-tokens "$N" \
   --threads "$THREADS" --repeats 1 --fast-decode)
 lc_kb=$(LD_LIBRARY_PATH="$LCPP/bin" rss "$LCPP/bin/llama-batched-bench" -m "$MODEL" -c $(((PP + N) * 8 + 64)) \
-  -npp "$PP" -ntg "$N" -npl 8 -t "$THREADS" -tb "$THREADS")
+  -npp "$PP" -ntg "$N" -npl 8 -t "$THREADS" -tb "$THREADS" "${LCPP_ARGS[@]}")
 gguf_kb=$(( $(stat -c %s "$MODEL") / 1024 ))
 echo "peak RSS at batch 8: refgeo $((rg_kb / 1024)) MiB, llama.cpp $((lc_kb / 1024)) MiB, GGUF file $((gguf_kb / 1024)) MiB"
