@@ -16,7 +16,7 @@ PY=${PY:-python3}
 B=4 T=128 R=5 THREADS=2
 LORA=${LORA:-0}
 # refgeo restarts itself with GOMP_SPINCOUNT=10000 (tools/cli.h,
-# cli_bounded_openmp_spin); torch runs with its own defaults, its fastest here.
+# cli_runtime_env); torch runs with its own defaults, its fastest here.
 
 "$BUILD/bench_train" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --lora-rank "$LORA" |
   tee /tmp/bench_train.$$
