@@ -57,6 +57,8 @@ static void test_cli_runs_vector_kernels(void **state) {
   print_message("cpu avx2+fma %d avx512 %d avx512_bf16 %d; CLI runs OpenBLAS %s kernels\n", isa.avx2_fma, isa.avx512,
                 isa.avx512_bf16, name);
   if (rg_blas_core_for(name, isa)) fail_msg("refgeo runs OpenBLAS's %s kernels on a CPU with AVX2", name);
+  /* and this test program runs the same ones (testlib.c restarts it) */
+  assert_string_equal(rg_blas_core_name(), name);
   free(name);
 
   assert_int_equal(setenv("OPENBLAS_CORETYPE", "Core2", 1), 0); /* the user's choice wins */
