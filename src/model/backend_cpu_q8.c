@@ -160,11 +160,17 @@ static void panels_of_thread(const q8_job *j, int tid, int nt) {
       const q8_acts x = {j->x.q + (size_t)m0 * K, j->x.d + (size_t)m0 * (K / 32), j->x.sum16 + (size_t)m0 * (K / 16)};
       float dots[Q8_XROWS * Q8_PANEL];
       j->k->panel_dots(j->f, wt, wd, wm, &x, K, mr, dots);
+      /* the cases outside the loops, so that each row is one vector op */
+      const float *bias = j->bias ? j->bias->f32 + r0 : NULL;
       for (int m = 0; m < mr; m++) {
         const float *lane = dots + Q8_PANEL * m;
         float *out = j->y + (size_t)(m0 + m) * N + r0;
-        for (int r = 0; r < rows; r++)
-          out[r] = j->beta != 0.0f ? out[r] + lane[r] : lane[r] + (j->bias ? j->bias->f32[r0 + r] : 0.0f);
+        if (j->beta != 0.0f)
+          for (int r = 0; r < rows; r++) out[r] += lane[r];
+        else if (bias)
+          for (int r = 0; r < rows; r++) out[r] = lane[r] + bias[r];
+        else
+          for (int r = 0; r < rows; r++) out[r] = lane[r] + 0.0f; /* + 0: -0 as +0, as with a bias of 0 */
       }
     }
   }
