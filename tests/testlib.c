@@ -20,8 +20,7 @@
  * before any constructor of the program, so the program restarts itself
  * once with it set. glibc calls ELF constructors with main's arguments. */
 __attribute__((constructor)) static void t_blas_kernels(int argc, char **argv, char **envp) {
-  const char *core = rg_blas_core_wanted();
-  if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) execv("/proc/self/exe", argv);
+  if (rg_blas_core_select()) execv("/proc/self/exe", argv);
 }
 
 void t_require_device(void) {

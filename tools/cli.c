@@ -112,8 +112,7 @@ void cli_runtime_env(char **argv) {
   bool changed = false;
   if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
     changed |= setenv("GOMP_SPINCOUNT", "10000", 1) == 0;
-  const char *core = rg_blas_core_wanted();
-  if (core) changed |= setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+  changed |= rg_blas_core_select();
   if (changed) execv("/proc/self/exe", argv); /* returns only on failure: run on as we are */
 }
 

@@ -308,14 +308,27 @@ static int cpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
 
 /* ---------------------------------------------------------------- matmul */
 
-/* Every thread of the OpenMP team multiplies its own contiguous slice of
- * W's rows with a single-threaded sgemm (OpenBLAS runs at 1 thread, set
- * once in rg_backend_cpu_new). Measured on 2 cores: letting OpenBLAS's own pthreads run the
- * sgemm right after an OpenMP region loses 3x, because the idle OpenMP
- * workers keep spinning on the same cores (libgomp's default wait policy);
- * one thread team for everything avoids that. */
-/* x rows from which float32 products slice x instead of W (matmul_into). */
-enum { SPLIT_ROWS_MIN_M = 1024 };
+/* Every thread of the OpenMP team multiplies its own slice with a
+ * single-threaded sgemm (OpenBLAS runs at 1 thread, set once in
+ * rg_backend_cpu_new). Measured on 2 cores: letting OpenBLAS's own pthreads
+ * run the sgemm right after an OpenMP region loses 3x, because the idle
+ * OpenMP workers keep spinning on the same cores (libgomp's default wait
+ * policy); one thread team for everything avoids that.
+ *
+ * The slice is of W's rows, or of x's rows for a float32 W and at least
+ * SLICE_X_MIN_M rows of x: then each thread's sgemm packs only its own rows
+ * of x, where slicing W makes every thread pack all of them. On an Emerald
+ * Rapids Xeon, 2 threads, SmolLM2's shapes: 4-9% more GFLOP/s at M = 2048;
+ * at M = 512 and below slicing W is as fast or faster. */
+enum { SLICE_X_MIN_M = 1024 };
+
+/* Thread tid of nt's share [*lo, *hi) of n rows, in whole groups of 16 (the
+ * last one ragged). */
+static void slice_of_thread(int n, int tid, int nt, int *lo, int *hi) {
+  const int groups = (n + 15) / 16, g1 = groups * (tid + 1) / nt;
+  *lo = groups * tid / nt * 16;
+  *hi = g1 * 16 < n ? g1 * 16 : n;
+}
 
 /* y = x . W^T + bias (beta 0) or y += x . W^T (beta 1, no bias). */
 static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
@@ -330,42 +343,19 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
     cpu_matmul_skinny(be, y, x, M, w, bias, beta);
     return;
   }
-  if (w->f32 && M >= SPLIT_ROWS_MIN_M && be->threads > 1) {
-    /* Tall x: each thread takes a slice of x's rows against all of W, so
-     * that the threads' sgemm calls pack their own rows of x rather than
-     * each packing all of them (on an Emerald Rapids Xeon, 2 threads,
-     * M = 2048 with SmolLM2's shapes: 4-9% more GFLOP/s; at M = 512 and
-     * below, slicing W's rows is as fast or faster). Rows stay in whole
-     * groups of 16, so a row's sgemm tile does not depend on the thread
-     * count's split. */
-    const int groups = (M + 15) / 16;
-#pragma omp parallel num_threads(be->threads)
-    {
-      const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-      const int m0 = groups * tid / nt * 16, m1 = groups * (tid + 1) / nt * 16 < M ? groups * (tid + 1) / nt * 16 : M;
-      if (m1 > m0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m1 - m0, N, K, 1.0f, x->data + (size_t)m0 * K, K, w->f32,
-                    K, beta, y->data + (size_t)m0 * N, N);
-        if (bias)
-          for (int m = m0; m < m1; m++)
-            for (int n = 0; n < N; n++) y->data[(size_t)m * N + n] += bias->f32[n];
-      }
-    }
-    return;
-  }
   cpu_backend *c = cpu(be);
-  const int team = be->threads < N / 16 ? be->threads : (N / 16 > 0 ? N / 16 : 1);
+  const bool slice_x = w->f32 && M >= SLICE_X_MIN_M && be->threads > 1;
+  const int team = slice_x || be->threads < N / 16 ? be->threads : (N / 16 > 0 ? N / 16 : 1);
 #pragma omp parallel num_threads(team)
   {
     const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    /* slices of whole 16-row groups, the last one ragged */
-    const int groups = (N + 15) / 16;
-    const int g0 = groups * tid / nt, g1 = groups * (tid + 1) / nt;
-    const int n0 = g0 * 16, n1 = g1 * 16 < N ? g1 * 16 : N;
+    int m0 = 0, m1 = M, n0 = 0, n1 = N;
+    if (slice_x) slice_of_thread(M, tid, nt, &m0, &m1);
+    else slice_of_thread(N, tid, nt, &n0, &n1);
     if (w->f32) {
-      if (n1 > n0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, n1 - n0, K, 1.0f, x->data, K, w->f32 + (size_t)n0 * K,
-                    K, beta, y->data + n0, N);
+      if (m1 > m0 && n1 > n0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m1 - m0, n1 - n0, K, 1.0f, x->data + (size_t)m0 * K, K,
+                    w->f32 + (size_t)n0 * K, K, beta, y->data + (size_t)m0 * N + n0, N);
     } else {
       /* Tiled: dequantize up to tile_rows rows of this slice into this
        * thread's scratch, multiply, next tile. */
@@ -379,7 +369,7 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
       }
     }
     if (bias)
-      for (int m = 0; m < M; m++)
+      for (int m = m0; m < m1; m++)
         for (int n = n0; n < n1; n++) y->data[(size_t)m * N + n] += bias->f32[n];
   }
 }

@@ -35,8 +35,9 @@ const char *rg_blas_core_for(const char *detected, rg_cpu_isa isa) {
 
 const char *rg_blas_core_name(void) { return openblas_get_corename(); }
 
-const char *rg_blas_core_wanted(void) {
+bool rg_blas_core_select(void) {
   const char *set = getenv("OPENBLAS_CORETYPE");
-  if (set && *set) return NULL;
-  return rg_blas_core_for(rg_blas_core_name(), rg_cpu_isa_detect());
+  if (set && *set) return false;
+  const char *core = rg_blas_core_for(rg_blas_core_name(), rg_cpu_isa_detect());
+  return core && setenv("OPENBLAS_CORETYPE", core, 1) == 0;
 }

@@ -7,7 +7,8 @@
  * units: on an Emerald Rapids Xeon (family 6, model 207) that made sgemm
  * 52 GFLOP/s on 2 threads against 234 with the Cooperlake kernels, and
  * refgeo's prefill 0.17x torch's. The library reads OPENBLAS_CORETYPE once, as
- * it loads, so the CLI restarts itself with it set (cli_runtime_env). */
+ * it loads, so the CLI and the test programs restart themselves with it set
+ * (cli_runtime_env, tests/testlib.c). */
 #ifndef RG_BLAS_CORE_H
 #define RG_BLAS_CORE_H
 
@@ -30,9 +31,11 @@ rg_cpu_isa rg_cpu_isa_detect(void);
  * returned string is static. */
 const char *rg_blas_core_for(const char *detected, rg_cpu_isa isa);
 
-/* rg_blas_core_for of the loaded library and this CPU; NULL also when the
- * user set OPENBLAS_CORETYPE. */
-const char *rg_blas_core_wanted(void);
+/* Sets OPENBLAS_CORETYPE to rg_blas_core_for(the loaded library's core,
+ * this CPU) when that is not NULL and the user set no OPENBLAS_CORETYPE.
+ * Returns true when it set it: the library reads it only as it loads, so
+ * the caller restarts the process (execv) for it to take effect. */
+bool rg_blas_core_select(void);
 
 /* The kernel set the loaded OpenBLAS runs ("Cooperlake", "Haswell", ...). */
 const char *rg_blas_core_name(void);
