@@ -22,8 +22,9 @@
  * Bias (beta 0) and rg_op_matmul_add (beta 1) are checked with (1).
  *
  * Each check runs on every instruction set's kernels this CPU has
- * (REFGEO_MAX_ISA=avx512, then avx2), and their products must be the same
- * bits. On a CPU with neither, the form falls back to the float32 path;
+ * (REFGEO_MAX_ISA=amx, avx512, then avx2), and their products must be the
+ * same bits. The AMX kernels hand products of fewer than 4 rows to the
+ * AVX-512 ones, so the checks with 1 or 3 rows run those twice. On a CPU with neither, the form falls back to the float32 path;
  * (1) is then skipped and said so, (2) and (3) still run. */
 #include <math.h>
 #include <stdlib.h>
@@ -105,7 +106,7 @@ static float *product(rg_backend *be, rg_bweight *w, const float *x, int M, int 
 }
 
 /* A CPU backend started under REFGEO_MAX_ISA=CAP; *RUNS is the name of
- * the 8-bit kernels it chose ("avx512", "avx2"), or NULL. */
+ * the 8-bit kernels it chose ("amx", "avx512", "avx2"), or NULL. */
 static rg_backend *backend_capped(const char *cap, const char **runs) {
   assert_int_equal(setenv("REFGEO_MAX_ISA", cap, 1), 0);
   rg_backend *be = rg_backend_new(&(rg_backend_opts){.threads = 2});
@@ -222,11 +223,14 @@ static float *check_isa(const char *cap, int type, int M, int K, int N, int fill
 /* Every instruction set's kernels pass the checks, and give the same bits:
  * their sums are exact and their float operations the same, in order. */
 static void check_filled(int type, int M, int K, int N, int fill) {
-  float *best = check_isa("avx512", type, M, K, N, fill), *avx2 = check_isa("avx2", type, M, K, N, fill);
-  if (best && avx2 && memcmp(best, avx2, (size_t)M * N * sizeof *best) != 0)
-    fail_msg("%s M=%d: the AVX2 kernels' product differs from AVX-512's", rg_dtype_get(type)->name, M);
-  free(best);
-  free(avx2);
+  static const char *const isas[] = {"amx", "avx512", "avx2"};
+  float *y[3];
+  for (int i = 0; i < 3; i++) y[i] = check_isa(isas[i], type, M, K, N, fill);
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      if (y[i] && y[j] && memcmp(y[i], y[j], (size_t)M * N * sizeof *y[i]) != 0)
+        fail_msg("%s M=%d: the %s kernels' product differs from %s's", rg_dtype_get(type)->name, M, isas[j], isas[i]);
+  for (int i = 0; i < 3; i++) free(y[i]);
 }
 
 static void check(int type, int M, int K, int N) { check_filled(type, M, K, N, -1); }
@@ -255,13 +259,16 @@ static void test_many_rows(void **state) {
 }
 
 /* The largest unpacked bytes of each format (0xFF everywhere; q8_0's
- * largest magnitude is 0x80, -128) times q = 127. */
+ * largest magnitude is 0x80, -128) times q = 127; 3 rows for the VNNI
+ * kernels, 5 for AMX's tiles. */
 static void test_extremes(void **state) {
   const int types[] = {RG_Q4_0, RG_Q4_1, RG_Q5_0, RG_Q4_K, RG_Q6_K};
-  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_filled(types[i], 3, 256, 21, 0xFF);
-  check_filled(RG_Q8_0, 3, 256, 21, 0xFF);
-  check_filled(RG_Q8_0, 3, 256, 21, 0x80);
-  check_filled(RG_Q8_0, 3, 256, 21, 0x7F);
+  for (int M = 3; M <= 5; M += 2) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_filled(types[i], M, 256, 21, 0xFF);
+    check_filled(RG_Q8_0, M, 256, 21, 0xFF);
+    check_filled(RG_Q8_0, M, 256, 21, 0x80);
+    check_filled(RG_Q8_0, M, 256, 21, 0x7F);
+  }
 }
 
 /* Widths that are not a multiple of 64 columns, and every width under

@@ -40,9 +40,10 @@
  * stays in cache while up to PASS_ROWS activation rows, 16 at a time, are
  * multiplied with it, so a prompt decodes each weight once per 256 rows.
  *
- * Dispatch: the best kernels this CPU runs, AVX-512 VNNI then AVX2, chosen
- * when the backend starts (cpu_q8_pick). REFGEO_MAX_ISA caps the choice:
- * "avx2" to run the AVX2 kernels on an AVX-512 machine, "none" for no 8-bit
+ * Dispatch: the best kernels this CPU runs, AMX then AVX-512 VNNI then
+ * AVX2, chosen when the backend starts (cpu_q8_pick). REFGEO_MAX_ISA caps
+ * the choice: "avx512" to run the VNNI kernels on an AMX machine, "avx2"
+ * the AVX2 kernels on an AVX-512 machine, "none" for no 8-bit
  * kernels. Without kernels, and for other dtypes or rows not a multiple of
  * 64 long, RG_FORM_FILE_Q8 weights take the float32 skinny path. Float32,
  * f16 and bf16 matrices are quantized to q8_0 once, when the weight is made
@@ -77,7 +78,7 @@ static const q8_format *format_of(int type) {
 }
 
 int cpu_q8_pick(const q8_kernels **out) {
-  static const q8_kernels *const best_first[] = {&q8_kernels_avx512, &q8_kernels_avx2};
+  static const q8_kernels *const best_first[] = {&q8_kernels_amx, &q8_kernels_avx512, &q8_kernels_avx2};
   const int n = (int)(sizeof best_first / sizeof best_first[0]);
   const char *cap = getenv("REFGEO_MAX_ISA");
   int first = 0;
@@ -86,7 +87,7 @@ int cpu_q8_pick(const q8_kernels **out) {
     for (int i = 0; i < n && first < 0; i++)
       if (strcmp(cap, best_first[i]->name) == 0) first = i;
     if (first < 0) {
-      rg_error_set("REFGEO_MAX_ISA: unknown value '%s' (avx512, avx2 or none)", cap);
+      rg_error_set("REFGEO_MAX_ISA: unknown value '%s' (amx, avx512, avx2 or none)", cap);
       return -1;
     }
   }
@@ -117,7 +118,7 @@ static size_t panel_scratch_bytes(size_t K) {
 
 size_t cpu_q8_scratch_bytes(int64_t cols, int threads) {
   const size_t K = (size_t)cols;
-  const size_t acts = PASS_ROWS * (K + K / 32 * sizeof(float) + K / 16 * sizeof(int32_t)) + 3 * 64;
+  const size_t acts = PASS_ROWS * (K + 2 * (K / 32 * sizeof(float) + K / 16 * sizeof(int32_t))) + 6 * 64;
   return acts + (size_t)threads * panel_scratch_bytes(K);
 }
 
@@ -157,7 +158,8 @@ static void panels_of_thread(const q8_job *j, int tid, int nt) {
     j->k->unpack[j->f->id](src, rb, K, wt, wd, wm, &pf);
     for (int m0 = 0; m0 < M; m0 += Q8_XROWS) { /* the panel stays in cache for all rows of x */
       const int mr = M - m0 < Q8_XROWS ? M - m0 : Q8_XROWS;
-      const q8_acts x = {j->x.q + (size_t)m0 * K, j->x.d + (size_t)m0 * (K / 32), j->x.sum16 + (size_t)m0 * (K / 16)};
+      const q8_acts x = {j->x.q + (size_t)m0 * K, j->x.d + (size_t)m0 * (K / 32), j->x.sum16 + (size_t)m0 * (K / 16),
+                         j->x.offset_qsum + (size_t)m0 * (K / j->f->group), j->x.dx_qsum + (size_t)m0 * (K / 32)};
       float dots[Q8_XROWS * Q8_PANEL];
       j->k->panel_dots(j->f, wt, wd, wm, &x, K, mr, dots);
       /* the cases outside the loops, so that each row is one vector op */
@@ -182,10 +184,13 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
   cpu_backend *c = cpu(be);
   int8_t *xq = align64(c->q8_scratch);
   float *xd = align64(xq + (size_t)PASS_ROWS * K);
-  int32_t *xs = (int32_t *)(xd + (size_t)PASS_ROWS * (K / 32));
-  q8_job job = {.k = c->q8, .f = format_of(w->q8_type), .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
-                .n_panels = (N + Q8_PANEL - 1) / Q8_PANEL, .x = {xq, xd, xs},
-                .panels = align64(xs + (size_t)PASS_ROWS * (K / 16))};
+  int32_t *xs = align64(xd + (size_t)PASS_ROWS * (K / 32));
+  int32_t *xoq = align64(xs + (size_t)PASS_ROWS * (K / 16));
+  float *xdq = align64(xoq + (size_t)PASS_ROWS * (K / 16));
+  const q8_format *f = format_of(w->q8_type);
+  q8_job job = {.k = c->q8, .f = f, .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
+                .n_panels = (N + Q8_PANEL - 1) / Q8_PANEL, .x = {xq, xd, xs, xoq, xdq},
+                .panels = align64(xdq + (size_t)PASS_ROWS * (K / 32))};
   const int team = be->threads < job.n_panels ? be->threads : job.n_panels;
   for (int m0 = 0; m0 < M; m0 += PASS_ROWS) { /* a prompt: PASS_ROWS rows per pass over the weights */
     job.M = M - m0 < PASS_ROWS ? M - m0 : PASS_ROWS;
@@ -198,8 +203,15 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
 #pragma omp for schedule(static)
       for (int i = 0; i < blocks; i++) {
         const int m = i / (K / 32), b = i % (K / 32);
-        job.k->quantize_block(xm + (size_t)m * K + 32 * b, xq + (size_t)m * K + 32 * b,
-                              xd + (size_t)m * (K / 32) + b, xs + (size_t)m * (K / 16) + 2 * b);
+        const size_t blk = (size_t)m * (K / 32) + b;
+        int32_t *s16 = xs + 2 * blk;
+        job.k->quantize_block(xm + (size_t)m * K + 32 * b, xq + (size_t)m * K + 32 * b, xd + blk, s16);
+        const int32_t qsum = s16[0] + s16[1];
+        xdq[blk] = xd[blk] * (float)qsum;
+        if (f->group == 32)
+          xoq[blk] = f->offset * qsum;
+        else
+          xoq[2 * blk] = f->offset * s16[0], xoq[2 * blk + 1] = f->offset * s16[1];
       }
       panels_of_thread(&job, omp_get_thread_num(), omp_get_num_threads());
     }

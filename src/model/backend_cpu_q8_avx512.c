@@ -140,3 +140,6 @@ static bool cpu_has(void) {
 }
 
 const q8_kernels q8_kernels_avx512 = {"avx512", Q8_UNPACKERS, quantize_block, panel_dots, cpu_has};
+/* AMX's tiles multiply what these decoders and this quantizer produce
+ * (backend_cpu_q8_amx.c). */
+const q8_kernels q8_kernels_amx = {"amx", Q8_UNPACKERS, quantize_block, q8_amx_panel_dots, q8_amx_cpu_has};

@@ -48,11 +48,17 @@ static inline void q8_prefetch_step(q8_prefetch *pf) {
 }
 
 /* Quantized activation rows: q[K] per row, a scale per 32 and the sum of q
- * per 16 elements. */
+ * per 16 elements; and, for the product's format (G elements a sub-block,
+ * offset o), each sub-block's o * (sum of q) and each block of 32's
+ * dx * (float)(sum of q): terms every weight row's scaling repeats, made
+ * once per row by the driver (the AMX kernel reads them; the others
+ * compute the same values from sum16). */
 typedef struct {
   const int8_t *q;
   const float *d;
   const int32_t *sum16;
+  const int32_t *offset_qsum; /* [K / G] per row */
+  const float *dx_qsum;       /* [K / 32] per row */
 } q8_acts;
 
 /* Unpacks a panel of 16 weight rows of K elements (row r at
@@ -68,7 +74,7 @@ typedef void (*q8_unpack_fn)(const uint8_t *rows, size_t row_bytes, int K, uint8
  * integer sums are exact, and the float operations are the same ones in
  * the same order (backend_cpu_q8.c). */
 typedef struct q8_kernels {
-  const char *name; /* "avx512", "avx2": REFGEO_MAX_ISA's values */
+  const char *name; /* "amx", "avx512", "avx2": REFGEO_MAX_ISA's values */
   q8_unpack_fn unpack[Q8_FORMATS];
   /* One block of 32 elements of x quantized: q[32], its scale *d and the
    * sums of q over each half (sum16[0..1]). */
@@ -80,6 +86,12 @@ typedef struct q8_kernels {
   bool (*cpu_has)(void); /* this CPU runs them */
 } q8_kernels;
 
-extern const q8_kernels q8_kernels_avx512, q8_kernels_avx2;
+extern const q8_kernels q8_kernels_amx, q8_kernels_avx512, q8_kernels_avx2;
+
+/* AMX's multiplication and test (backend_cpu_q8_amx.c); its decoders and
+ * quantizer are the AVX-512 kernels', whose file holds q8_kernels_amx. */
+void q8_amx_panel_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm, const q8_acts *x,
+                       int K, int M, float *out);
+bool q8_amx_cpu_has(void);
 
 #endif
