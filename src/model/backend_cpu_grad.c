@@ -94,6 +94,7 @@ void cpu_embed_backward(rg_backend *be, rg_buf *dw, const rg_buf *dy, const rg_b
  * dx_j = r g_j dy_j - x_j r^3 / d * sum_i g_i dy_i x_i,  dg_j = sum_rows dy_j x_j r. */
 static double inv_rms(const float *x, int d, float eps) {
   double ss = 0;
+#pragma omp simd reduction(+ : ss) /* as cpu_rmsnorm's */
   for (int i = 0; i < d; i++) ss += (double)x[i] * x[i];
   return 1.0 / sqrt(ss / d + eps);
 }
@@ -105,6 +106,7 @@ void cpu_rmsnorm_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, const rg_buf *
   for (int r = 0; r < rows; r++) {
     const float *xr = x->data + (size_t)r * d, *gr = dy->data + (size_t)r * d;
     double dot = 0;
+#pragma omp simd reduction(+ : dot)
     for (int i = 0; i < d; i++) dot += (double)g[i] * gr[i] * xr[i];
     const double rr = inv_rms(xr, d, eps);
     const float a = (float)rr, b = (float)(rr * rr * rr * dot / d);
@@ -232,11 +234,15 @@ void cpu_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_
 
 /* ---------------------------------------------------------------- training */
 
+/* simd: a plain double sum is one serial chain of adds (its order is
+ * fixed, so it cannot be vectorized), 4 cycles a float: 0.08 s a step on
+ * SmolLM2's 135M gradients, a third of the optimizer. In double, the order
+ * of the partial sums does not matter at float32 precision. */
 int cpu_sum_squares(rg_backend *be, const rg_buf *b, double *out) {
   double ss = 0;
   const float *x = b->data;
   const size_t n = b->n;
-#pragma omp parallel for num_threads(be->threads) schedule(static) reduction(+ : ss) if (n > PAR_MIN)
+#pragma omp parallel for simd num_threads(be->threads) schedule(static) reduction(+ : ss) if (n > PAR_MIN)
   for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
   *out = ss;
   return 0;
