@@ -179,11 +179,7 @@ AMX_TARGET void q8_amx_panel_dots(const q8_format *f, const uint8_t *wt, const f
       tile_dots_of(G, O, B, wt, wd, wm, x, K, M, out);                                                                 \
     return;                                                                                                            \
   }
-  DOTS(32, 0, true);    /* q4_1, q4_K */
-  DOTS(32, 8, false);   /* q4_0 */
-  DOTS(32, 16, false);  /* q5_0 */
-  DOTS(32, 128, false); /* q8_0 */
-  DOTS(16, 32, false);  /* q6_K */
+  Q8_SHAPES(DOTS)
 #undef DOTS
   tile_dots_of(f->group, f->offset, f->bias, wt, wd, wm, x, K, M, out);
 }

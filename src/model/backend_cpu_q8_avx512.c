@@ -116,12 +116,8 @@ Q8_TARGET static inline __attribute__((always_inline)) void panel_dots_of(int gr
 Q8_TARGET static void panel_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm,
                                  const q8_acts *x, int K, int M, float *out) {
 #define DOTS(G, O, B)                                                                                                  \
-  if (f->group == (G) && f->offset == (O) && f->bias == (B)) return panel_dots_of(G, O, B, wt, wd, wm, x, K, M, out)
-  DOTS(32, 0, true);    /* q4_1, q4_K */
-  DOTS(32, 8, false);   /* q4_0 */
-  DOTS(32, 16, false);  /* q5_0 */
-  DOTS(32, 128, false); /* q8_0 */
-  DOTS(16, 32, false);  /* q6_K */
+  if (f->group == (G) && f->offset == (O) && f->bias == (B)) return panel_dots_of(G, O, B, wt, wd, wm, x, K, M, out);
+  Q8_SHAPES(DOTS)
 #undef DOTS
   panel_dots_of(f->group, f->offset, f->bias, wt, wd, wm, x, K, M, out);
 }

@@ -70,6 +70,15 @@ typedef struct {
 typedef void (*q8_unpack_fn)(const uint8_t *rows, size_t row_bytes, int K, uint8_t *wt, float *wd, float *wm,
                              q8_prefetch *pf);
 
+/* X(G, O, B) for each (group, offset, bias) of the formats: the constants a
+ * kernel specializes its sub-block loop on. */
+#define Q8_SHAPES(X)                                                                                                   \
+  X(32, 0, true)    /* q4_1, q4_K */                                                                                   \
+  X(32, 8, false)   /* q4_0 */                                                                                         \
+  X(32, 16, false)  /* q5_0 */                                                                                         \
+  X(32, 128, false) /* q8_0 */                                                                                         \
+  X(16, 32, false)  /* q6_K */
+
 /* One instruction set's kernels. All give bitwise the same results: the
  * integer sums are exact, and the float operations are the same ones in
  * the same order (backend_cpu_q8.c). */
