@@ -143,8 +143,8 @@ Q8_TARGET static inline __attribute__((always_inline)) void panel_dots_of(int gr
     const uint8_t *wc = wt + 16 * (size_t)c0;
     for (int m = 0; m < M; m++) {
       const int8_t *xq = x->q + (size_t)m * K + c0;
-      const float *xd = x->d + (size_t)m * (K / 32);
-      const int32_t *xs = x->sum16 + (size_t)m * (K / 16);
+      const float *xd = x->d + (size_t)m * (K / 32), *xdq = x->dx_qsum + (size_t)m * (K / 32);
+      const int32_t *xoq = x->offset_qsum + (size_t)m * (K / group);
       __m256 a0 = acc[m][0], a1 = acc[m][1];
       for (int j0 = 0; j0 < 16; j0 += per) {
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -161,17 +161,17 @@ Q8_TARGET static inline __attribute__((always_inline)) void panel_dots_of(int gr
           s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(h1, ones));
         }
         const int col = c0 + 4 * j0, s = col / group; /* sub-block index in the row */
-        const int qsum = group == 16 ? xs[col / 16] : xs[col / 16] + xs[col / 16 + 1];
         if (offset && !signed_w) {
-          s0 = _mm256_sub_epi32(s0, _mm256_set1_epi32(offset * qsum));
-          s1 = _mm256_sub_epi32(s1, _mm256_set1_epi32(offset * qsum));
+          const __m256i oq = _mm256_set1_epi32(xoq[s]);
+          s0 = _mm256_sub_epi32(s0, oq);
+          s1 = _mm256_sub_epi32(s1, oq);
         }
         const __m256 dx = _mm256_set1_ps(xd[col / 32]);
         const float *wds = wd + s * Q8_PANEL;
         a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(_mm256_loadu_ps(wds), dx), a0);
         a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(_mm256_loadu_ps(wds + 8), dx), a1);
         if (bias) {
-          const __m256 dq = _mm256_set1_ps(xd[col / 32] * (float)qsum);
+          const __m256 dq = _mm256_set1_ps(xdq[col / 32]);
           a0 = _mm256_fmadd_ps(_mm256_loadu_ps(wm + s * Q8_PANEL), dq, a0);
           a1 = _mm256_fmadd_ps(_mm256_loadu_ps(wm + s * Q8_PANEL + 8), dq, a1);
         }

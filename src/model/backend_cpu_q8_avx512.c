@@ -86,8 +86,8 @@ Q8_TARGET static inline __attribute__((always_inline)) void panel_dots_of(int gr
     for (int j = 0; j < 16; j++) w[j] = _mm512_loadu_si512((const void *)(wt + 16 * (size_t)c0 + 64 * j));
     for (int m = 0; m < M; m++) {
       const int8_t *xq = x->q + (size_t)m * K + c0;
-      const float *xd = x->d + (size_t)m * (K / 32);
-      const int32_t *xs = x->sum16 + (size_t)m * (K / 16);
+      const float *xd = x->d + (size_t)m * (K / 32), *xdq = x->dx_qsum + (size_t)m * (K / 32);
+      const int32_t *xoq = x->offset_qsum + (size_t)m * (K / group);
       __m512 a = acc[m];
       for (int j0 = 0; j0 < 16; j0 += per) {
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -99,13 +99,12 @@ Q8_TARGET static inline __attribute__((always_inline)) void panel_dots_of(int gr
           s1 = _mm512_dpbusd_epi32(s1, w[j + 1], _mm512_set1_epi32(x1));
         }
         const int col = c0 + 4 * j0, s = col / group; /* sub-block index in the row */
-        const int qsum = group == 16 ? xs[col / 16] : xs[col / 16] + xs[col / 16 + 1];
         __m512i sum = _mm512_add_epi32(s0, s1);
-        if (offset) sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(offset * qsum));
+        if (offset) sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(xoq[s]));
         const float dx = xd[col / 32];
         a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                             _mm512_mul_ps(_mm512_loadu_ps(wd + s * Q8_PANEL), _mm512_set1_ps(dx)), a);
-        if (bias) a = _mm512_fmadd_ps(_mm512_loadu_ps(wm + s * Q8_PANEL), _mm512_set1_ps(dx * (float)qsum), a);
+        if (bias) a = _mm512_fmadd_ps(_mm512_loadu_ps(wm + s * Q8_PANEL), _mm512_set1_ps(xdq[col / 32]), a);
       }
       acc[m] = a;
     }
