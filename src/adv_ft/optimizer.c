@@ -43,7 +43,7 @@ rg_optimizer *rg_optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparam
     /* Written once now, so that the first step does not fault on them: a
      * new CPU buffer's pages are the shared zero page until written, and
      * AdamW's read-then-write made each page a copy-on-write fault with a
-     * TLB shootdown on every thread (2 s of a SmolLM2 first step) */
+     * TLB shootdown on every thread (about 2.5 s of a SmolLM2 first step) */
     rg_buf_zero(be, o->m[i], 0, len);
     rg_buf_zero(be, o->v[i], 0, len);
   }

@@ -118,7 +118,7 @@ static size_t panel_scratch_bytes(size_t K) {
 
 size_t cpu_q8_scratch_bytes(int64_t cols, int threads) {
   const size_t K = (size_t)cols;
-  const size_t acts = PASS_ROWS * (K + 2 * (K / 32 * sizeof(float) + K / 16 * sizeof(int32_t))) + 6 * 64;
+  const size_t acts = PASS_ROWS * (K + 2 * (K / 32) * sizeof(float) + K / 16 * sizeof(int32_t)) + 5 * 64;
   return acts + (size_t)threads * panel_scratch_bytes(K);
 }
 
@@ -158,7 +158,7 @@ static void panels_of_thread(const q8_job *j, int tid, int nt) {
     j->k->unpack[j->f->id](src, rb, K, wt, wd, wm, &pf);
     for (int m0 = 0; m0 < M; m0 += Q8_XROWS) { /* the panel stays in cache for all rows of x */
       const int mr = M - m0 < Q8_XROWS ? M - m0 : Q8_XROWS;
-      const q8_acts x = {j->x.q + (size_t)m0 * K, j->x.d + (size_t)m0 * (K / 32), j->x.sum16 + (size_t)m0 * (K / 16),
+      const q8_acts x = {j->x.q + (size_t)m0 * K, j->x.d + (size_t)m0 * (K / 32),
                          j->x.offset_qsum + (size_t)m0 * (K / j->f->group), j->x.dx_qsum + (size_t)m0 * (K / 32)};
       float dots[Q8_XROWS * Q8_PANEL];
       j->k->panel_dots(j->f, wt, wd, wm, &x, K, mr, dots);
@@ -184,12 +184,11 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
   cpu_backend *c = cpu(be);
   int8_t *xq = align64(c->q8_scratch);
   float *xd = align64(xq + (size_t)PASS_ROWS * K);
-  int32_t *xs = align64(xd + (size_t)PASS_ROWS * (K / 32));
-  int32_t *xoq = align64(xs + (size_t)PASS_ROWS * (K / 16));
+  int32_t *xoq = align64(xd + (size_t)PASS_ROWS * (K / 32));
   float *xdq = align64(xoq + (size_t)PASS_ROWS * (K / 16));
   const q8_format *f = format_of(w->q8_type);
   q8_job job = {.k = c->q8, .f = f, .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
-                .n_panels = (N + Q8_PANEL - 1) / Q8_PANEL, .x = {xq, xd, xs, xoq, xdq},
+                .n_panels = (N + Q8_PANEL - 1) / Q8_PANEL, .x = {xq, xd, xoq, xdq},
                 .panels = align64(xdq + (size_t)PASS_ROWS * (K / 32))};
   const int team = be->threads < job.n_panels ? be->threads : job.n_panels;
   for (int m0 = 0; m0 < M; m0 += PASS_ROWS) { /* a prompt: PASS_ROWS rows per pass over the weights */
@@ -204,7 +203,7 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
       for (int i = 0; i < blocks; i++) {
         const int m = i / (K / 32), b = i % (K / 32);
         const size_t blk = (size_t)m * (K / 32) + b;
-        int32_t *s16 = xs + 2 * blk;
+        int32_t s16[2];
         job.k->quantize_block(xm + (size_t)m * K + 32 * b, xq + (size_t)m * K + 32 * b, xd + blk, s16);
         const int32_t qsum = s16[0] + s16[1];
         xdq[blk] = xd[blk] * (float)qsum;

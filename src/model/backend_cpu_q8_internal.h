@@ -47,17 +47,15 @@ static inline void q8_prefetch_step(q8_prefetch *pf) {
   for (; pf->done < end; pf->done += 64) _mm_prefetch(pf->next + pf->done, _MM_HINT_T1);
 }
 
-/* Quantized activation rows: q[K] per row, a scale per 32 and the sum of q
- * per 16 elements; and, for the product's format (G elements a sub-block,
- * offset o), each sub-block's o * (sum of q) and each block of 32's
- * dx * (float)(sum of q): terms every weight row's scaling repeats, made
- * once per row by the driver and read by every kernel (computed in the
- * kernels' inner loops, they cost 12-20% of a 576 x 1536 product on
- * AVX-512 VNNI and on AVX2). */
+/* Quantized activation rows: q[K] per row and a scale per 32; and, for
+ * the product's format (G elements a sub-block, offset o), each
+ * sub-block's o * (sum of q) and each block of 32's dx * (float)(sum of
+ * q): terms every weight row's scaling repeats, made once per row by the
+ * driver (computed in the kernels' inner loops, they cost 12-20% of a
+ * 576 x 1536 product on AVX-512 VNNI and on AVX2). */
 typedef struct {
   const int8_t *q;
   const float *d;
-  const int32_t *sum16;
   const int32_t *offset_qsum; /* [K / G] per row */
   const float *dx_qsum;       /* [K / 32] per row */
 } q8_acts;
