@@ -34,54 +34,9 @@
 #include "model/backend_cpu_internal.h"
 #include "model/backend_cpu_q8_internal.h"
 #include "model/dtype.h"
+#include "block_products.h"
 #include "testlib.h"
 #include "util/error.h"
-
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint64_t next_u64(void) { /* splitmix64 */
-  uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double urand(void) { return (double)(next_u64() >> 11) / 9007199254740992.0 * 2 - 1; }
-
-static void put_f16(uint8_t *p, double f) {
-  uint16_t h = rg_fp32_to_fp16((float)f);
-  memcpy(p, &h, 2);
-}
-
-/* Random blocks of TYPE with finite scales: every byte random (or FILL,
- * where FILL >= 0), then each block's f16 fields set to a small scale (and
- * a negative min where the format has one). */
-static uint8_t *random_rows(int type, int K, int N, int fill) {
-  const size_t rb = rg_dtype_row_bytes(type, K);
-  uint8_t *b = malloc(rb * (size_t)N);
-  for (size_t i = 0; i < rb * (size_t)N; i++) b[i] = fill >= 0 ? (uint8_t)fill : (uint8_t)next_u64();
-  for (int r = 0; r < N; r++) {
-    uint8_t *row = b + rb * (size_t)r;
-    switch (type) {
-      case RG_Q4_0: for (int i = 0; i < K / 32; i++) put_f16(row + 18 * i, 0.01 + 0.05 * fabs(urand())); break;
-      case RG_Q5_0: for (int i = 0; i < K / 32; i++) put_f16(row + 22 * i, 0.01 + 0.05 * fabs(urand())); break;
-      case RG_Q8_0: for (int i = 0; i < K / 32; i++) put_f16(row + 34 * i, 0.001 + 0.005 * fabs(urand())); break;
-      case RG_Q4_1:
-        for (int i = 0; i < K / 32; i++) {
-          put_f16(row + 20 * i, 0.01 + 0.05 * fabs(urand()));
-          put_f16(row + 20 * i + 2, -0.4 * fabs(urand()));
-        }
-        break;
-      case RG_Q4_K:
-        for (int i = 0; i < K / 256; i++) {
-          put_f16(row + 144 * i, 0.001 + 0.003 * fabs(urand()));
-          put_f16(row + 144 * i + 2, 0.001 + 0.003 * fabs(urand()));
-        }
-        break;
-      case RG_Q6_K: for (int i = 0; i < K / 256; i++) put_f16(row + 210 * i + 208, 1e-4 + 3e-4 * fabs(urand())); break;
-      default: fail_msg("no random blocks for dtype %d", type);
-    }
-  }
-  return b;
-}
 
 /* The documented activation rule, written out here independently. */
 static void quantize_ref(const float *x, int K, int8_t *q, float *dx) {
@@ -92,17 +47,6 @@ static void quantize_ref(const float *x, int K, int8_t *q, float *dx) {
     for (int i = 0; i < 32; i++) q[32 * b + i] = (int8_t)nearbyintf(x[32 * b + i] * inv);
     dx[b] = d;
   }
-}
-
-static float *product(rg_backend *be, rg_bweight *w, const float *x, int M, int K, int N, const rg_bweight *bias) {
-  rg_buf *xb = rg_buf_new(be, (size_t)M * K), *yb = rg_buf_new(be, (size_t)M * N);
-  rg_buf_upload(be, xb, 0, x, (size_t)M * K);
-  rg_op_matmul(be, yb, xb, M, w, bias);
-  float *y = malloc((size_t)M * N * sizeof *y);
-  assert_int_equal(rg_buf_download(be, yb, 0, y, (size_t)M * N), 0);
-  rg_buf_free(be, xb);
-  rg_buf_free(be, yb);
-  return y;
 }
 
 /* A CPU backend started under REFGEO_MAX_ISA=CAP; *RUNS is the name of
@@ -149,7 +93,7 @@ static float *check_isa(const char *cap, int type, int M, int K, int N, int fill
   const bool engaged = wq->q8;
   assert_int_equal(engaged, cpu_q8_supported(cpu(be), type, K));
 
-  float *y = product(be, wq, x, M, K, N, bw), *exact = product(be, we, x, M, K, N, NULL);
+  float *y = product(be, wq, x, M, K, N, bw, NULL), *exact = product(be, we, x, M, K, N, NULL, NULL);
   int8_t *q = malloc((size_t)K);
   float *dx = malloc((size_t)K / 32 * sizeof *dx);
   double worst_formula = 0, worst_exact = 0; /* each as a fraction of its bound */
@@ -203,7 +147,7 @@ static float *check_isa(const char *cap, int type, int M, int K, int N, int fill
   }
   /* each row alone */
   for (int m = 0; m < M; m++) {
-    float *one = product(be, wq, x + (size_t)m * K, 1, K, N, bw);
+    float *one = product(be, wq, x + (size_t)m * K, 1, K, N, bw, NULL);
     if (memcmp(one, y + (size_t)m * N, (size_t)N * sizeof *one) != 0) fail_msg("%s: row %d alone differs", name, m);
     free(one);
   }
@@ -285,7 +229,7 @@ static void fallback(const char *cap, int K) {
   assert_false(wq->q8);
   float x[2 * 128];
   for (int i = 0; i < M * K; i++) x[i] = (float)urand();
-  float *a = product(be, wq, x, M, K, N, NULL), *b = product(be, we, x, M, K, N, NULL);
+  float *a = product(be, wq, x, M, K, N, NULL, NULL), *b = product(be, we, x, M, K, N, NULL, NULL);
   assert_memory_equal(a, b, (size_t)M * N * sizeof *a);
   free(a);
   free(b);
@@ -336,8 +280,8 @@ static void test_float_weights(void **state) {
     assert_non_null(wq);
     assert_non_null(w8);
     assert_int_equal(wq->q8, kernels);
-    float *got = product(be, wq, x, M, K, N, NULL), *want = product(be, w8, x, M, K, N, NULL);
-    float *exact = product(be, we, x, M, K, N, NULL);
+    float *got = product(be, wq, x, M, K, N, NULL, NULL), *want = product(be, w8, x, M, K, N, NULL, NULL);
+    float *exact = product(be, we, x, M, K, N, NULL, NULL);
     if (kernels) {
       assert_memory_equal(got, want, (size_t)M * N * sizeof *got);
       assert_true(rg_bweight_bytes(be, wq) >= qb * N);
@@ -351,7 +295,7 @@ static void test_float_weights(void **state) {
     free(got);
     assert_int_equal(rg_bweight_make_f32(be, wq), 0);
     assert_false(wq->q8);
-    got = product(be, wq, x, M, K, N, NULL);
+    got = product(be, wq, x, M, K, N, NULL, NULL);
     assert_memory_equal(got, exact, (size_t)M * N * sizeof *got);
     free(got), free(want), free(exact);
     rg_bweight_free(be, wq);

@@ -1,12 +1,23 @@
 /* backend_cpu.c: the CPU implementation of backend.h.
  *
- * Matrix products go to OpenBLAS cblas_sgemm on float32. A weight in another
- * dtype is either copied to float32 once (rg_backend_weight, when the whole
- * model fits comfortably in RAM) or kept in its file dtype and dequantized in
- * row tiles into a scratch buffer right before each sgemm on the tile, which
- * keeps a 7B bf16 model at its mmap size plus one tile per thread. Measured
- * on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy is ~15% faster
- * (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
+ * Matrix products take one of four paths, chosen per weight and per
+ * product (matmul_into):
+ *  - OpenBLAS cblas_sgemm on float32: a float32 weight, or another dtype
+ *    copied to float32 once (rg_backend_weight, when the whole model fits
+ *    comfortably in RAM), or kept in its file dtype and dequantized in row
+ *    tiles into a scratch buffer right before each sgemm on the tile, which
+ *    keeps a 7B bf16 model at its mmap size plus one tile per thread.
+ *    Measured on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy
+ *    is ~15% faster (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
+ *  - skinny products (backend_cpu_skinny.c): a tiled weight and a few rows
+ *    of x, the blocks decoded a register block at a time.
+ *  - 8-bit products (backend_cpu_q8.c, cpu_matmul_q8): RG_FORM_FILE_Q8,
+ *    x quantized to 8 bits per product, llama.cpp's arithmetic.
+ *  - split products (the same file, cpu_matmul_split): a block-quantized
+ *    weight nothing has updated, on a CPU with AMX-BF16; float32-exact,
+ *    1.4-1.6x sgemm's speed on SmolLM2's shapes at 2048 rows
+ *    (bench_matmul). REFGEO_MAX_ISA=avx512 turns them (and the AMX 8-bit
+ *    kernels) off.
  *
  * Everything else (norms, RoPE, elementwise ops) is OpenMP loops. Attention,
  * forward and backward, is in backend_cpu_attention.c; the other gradient and
@@ -261,6 +272,15 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
     free(w->owned), free(w);
     return NULL;
   }
+  if (!w->q8 && rows > 1 && cpu_split_supported(cpu(be), t->type, cols)) {
+    cpu_backend *c = cpu(be);
+    if (grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_split_scratch_bytes(cols, rows, be->threads), 1) < 0) {
+      free(w->owned), free(w);
+      rg_error_set("%s: out of memory for the matmul scratch", name);
+      return NULL;
+    }
+    w->split = true;
+  }
   return w;
 }
 
@@ -277,7 +297,7 @@ static size_t cpu_weight_bytes(const rg_bweight *w) {
 static int cpu_weight_make_f32(rg_backend *be, rg_bweight *w) {
   /* an optimizer updates the float32 copy: the 8-bit products' rows would be stale */
   free(w->q8_owned);
-  w->q8_owned = NULL, w->q8 = false;
+  w->q8_owned = NULL, w->q8 = false, w->split = false;
   if (w->owned) return 0;
   const size_t n = (size_t)w->rows * (size_t)w->cols;
   float *copy = malloc(n * sizeof *copy);
@@ -303,6 +323,7 @@ static int cpu_weight_download(rg_backend *be, const rg_bweight *w, float *dst) 
 static int cpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
   if (!w->owned) return rg_error_set("%s: not a float32 weight of its own", w->t->name ? w->t->name : "(tensor)");
   memcpy(w->owned, src, (size_t)w->rows * (size_t)w->cols * sizeof *src);
+  w->split = false; /* the file's blocks no longer hold these values */
   return cpu_status(be);
 }
 
@@ -341,6 +362,10 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
   }
   if (!w->f32 && M <= SKINNY_MAX_M) {
     cpu_matmul_skinny(be, y, x, M, w, bias, beta);
+    return;
+  }
+  if (w->split) {
+    cpu_matmul_split(be, y, x, M, w, bias, beta);
     return;
   }
   cpu_backend *c = cpu(be);
@@ -574,5 +599,6 @@ rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
     free(c);
     return NULL;
   }
+  c->split = cpu_split_pick(c->q8);
   return &c->base;
 }

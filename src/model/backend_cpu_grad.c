@@ -264,6 +264,7 @@ void cpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m,
   const float scale = st->grad_scale;
   float *p = param->owned, *md = m->data, *vd = v->data;
   const float *g = grad->data;
+  param->split = false; /* products read the copy from now on, not the file's blocks */
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)
   for (size_t k = 0; k < n; k++) {
     const float gk = g[k] * scale;

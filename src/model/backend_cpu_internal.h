@@ -54,7 +54,8 @@ typedef struct {
   float *tile; /* dequantization scratch for tiled weights, tile_floats per thread */
   size_t tile_floats;
   const struct q8_kernels *q8; /* the 8-bit products' kernels this CPU runs, or NULL (cpu_q8_pick) */
-  void *q8_scratch;             /* activations and weight panels of cpu_matmul_q8 */
+  bool split;                   /* the split products run here (cpu_split_pick) */
+  void *q8_scratch;             /* activations and weight panels of cpu_matmul_q8 and cpu_matmul_split */
   size_t q8_scratch_bytes;
   bool commit;     /* rg_backend_opts.commit */
   bool failed;     /* an operation failed since the last rg_backend_status */
@@ -75,6 +76,9 @@ struct rg_bweight {
   size_t q8_row_bytes;
   int q8_type;
   uint8_t *q8_owned;
+  /* Every product runs cpu_matmul_split on the file's blocks: their
+   * float32 copy, if any, still equals them (no optimizer has it). */
+  bool split;
 };
 
 static inline cpu_backend *cpu(rg_backend *be) { return (cpu_backend *)be; }
@@ -128,6 +132,26 @@ size_t cpu_q8_scratch_bytes(int64_t cols, int threads);
 void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
                    float beta);
 
+/* backend_cpu_q8.c, split products: y = x . W^T + bias (beta 0) or
+ * y += x . W^T (beta 1) in float32 on AMX-BF16 tiles, x cut into three
+ * bf16 parts (backend_cpu_split_amx.c), for weights whose
+ * cpu_split_supported is true and c->q8_scratch of at least
+ * cpu_split_scratch_bytes(cols, rows, threads). Every product of such a
+ * weight runs here, whatever M: each row's result is then the same
+ * operations whatever the batch (a prompt's rows alone or in a batch,
+ * GCG's suffix rows on a cached prefix or the whole sequence), where
+ * sgemm below some M and the tiles above it differed by float32
+ * rounding. Decoding the blocks costs the few-row products more than a
+ * cache-resident sgemv (576x1536 q4_1, 1 row: 15 vs 60 GFLOP/s), but a whole
+ * model's float32 copy is not cache-resident: greedy SmolLM2 Q4_1 on its
+ * float32 copies, 2 threads, runs 41.6 tok/s split vs 38.3 by sgemm at
+ * batch 1, 270 vs 137 at batch 8 (bench_generate --f32). cpu_split_pick: whether the CPU runs them under the cap that
+ * chose the 8-bit kernels K (they are AMX kernels). */
+bool cpu_split_pick(const struct q8_kernels *k);
+bool cpu_split_supported(const cpu_backend *c, int type, int64_t cols);
+size_t cpu_split_scratch_bytes(int64_t cols, int64_t rows, int threads);
+void cpu_matmul_split(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
+                      float beta);
 /* Records the first failure of an operation (backend.h, "Errors"). */
 void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -25,7 +25,8 @@
  * that fails (an older kernel, or a hypervisor that hides the state) the
  * AVX-512 kernels run instead. Each thread loads a tile configuration for
  * the shape it multiplies (rows M, sub-block G) and keeps it loaded until
- * another shape comes: nothing else in refgeo touches the tiles. */
+ * another shape comes; the split products (backend_cpu_split_amx.c) load
+ * theirs through the same record, and nothing else touches the tiles. */
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdbool.h>
@@ -58,28 +59,27 @@ enum { AMX_MIN_ROWS = 4 };
 #define TILE_B0 6
 #define TILE_B1 7
 
-/* LDTILECFG's 64-byte operand (palette 1). */
-typedef struct {
-  uint8_t palette, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} tile_config;
+static __thread int loaded_shape = -1; /* this thread's tile configuration, or -1 */
 
-static __thread int loaded_shape = -1; /* M * 64 + G of this thread's tile configuration, or -1 */
+bool amx_tiles_loaded(int shape) { return loaded_shape == shape; }
+
+AMX_TARGET void amx_tiles_load(int shape, const amx_tile_config *cfg) {
+  /* not _tile_loadconfig: GCC 12's declares an 8-byte operand, and the
+   * stores of the rest of CFG were dropped as dead */
+  __asm__ volatile("ldtilecfg %0" ::"m"(*cfg));
+  loaded_shape = shape;
+}
 
 AMX_TARGET static void configure_tiles(int M, int group) {
   const int shape = M * 64 + group;
-  if (loaded_shape == shape) return;
-  tile_config cfg;
+  if (amx_tiles_loaded(shape)) return;
+  amx_tile_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette = 1;
   for (int t = TILE_C0; t <= TILE_C3; t++) cfg.rows[t] = (uint8_t)M, cfg.colsb[t] = 4 * Q8_PANEL;
   for (int t = TILE_A0; t <= TILE_A1; t++) cfg.rows[t] = (uint8_t)M, cfg.colsb[t] = (uint16_t)group;
   for (int t = TILE_B0; t <= TILE_B1; t++) cfg.rows[t] = (uint8_t)(group / 4), cfg.colsb[t] = 4 * Q8_PANEL;
-  /* not _tile_loadconfig: GCC 12's declares an 8-byte operand, and the
-   * stores of the rest of CFG were dropped as dead */
-  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
-  loaded_shape = shape;
+  amx_tiles_load(shape, &cfg);
 }
 
 /* Sub-block S's sums of the M rows (sums[16 m + r]) scaled into acc[m], as

@@ -102,4 +102,42 @@ void q8_amx_panel_dots(const q8_format *f, const uint8_t *wt, const float *wd, c
                        int K, int M, float *out);
 bool q8_amx_cpu_has(void);
 
+/* LDTILECFG's 64-byte operand (palette 1). */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_tile_config;
+
+/* A thread keeps a tile configuration loaded until another shape comes;
+ * shapes are the kernels' own numbers: the 8-bit kernels' M * 64 + G
+ * (below AMX_SHAPE_SPLIT), the split kernels' AMX_SHAPE_SPLIT + G. */
+enum { AMX_SHAPE_SPLIT = 1 << 12 };
+bool amx_tiles_loaded(int shape);
+void amx_tiles_load(int shape, const amx_tile_config *cfg);
+
+/* The split products' operands (backend_cpu_split_amx.c): two decoded
+ * weight panels (rows r0..r0+15 and r0+16..r0+31) as bf16 B tiles with
+ * their scales and biases, and 32 activation rows cut into bf16 parts. */
+typedef struct {
+  uint16_t *bf16[2]; /* split_amx_panel_bf16 of each panel (the products only read them) */
+  float *wd[2], *wm[2];
+} split_panels;
+typedef struct {
+  const uint16_t *tiles; /* two groups of 16 rows, 3 K bf16 each row (split_amx_pack_row) */
+  const float *sums;     /* per row, K / 32 block sums of x (bias formats) */
+} split_acts;
+
+/* Row R (< 16) of a group of 16 rows: x's K floats (NULL: zeros) cut
+ * into parts in the group's TILES (G elements a sub-block); with SUMS,
+ * each block of 32's float32 sum there. */
+void split_amx_pack_row(const float *x, int K, int group, uint16_t *tiles, int r, float *sums);
+/* A decoded panel (q8_unpack_fn's wt) as B tiles of (u - offset) in bf16,
+ * 2 K bf16 at WB. */
+void split_amx_panel_bf16(const uint8_t *wt, int K, int offset, uint16_t *wb);
+/* acc[32 m + n] = activation row m times weight row n (n < 16: panel 0). */
+void split_amx_products(const q8_format *f, const split_panels *w, const split_acts *x, int K, float *acc);
+/* AMX-BF16 and AVX-512 BF16, and the tile state granted (q8_amx_cpu_has). */
+bool split_amx_cpu_has(void);
+
 #endif
