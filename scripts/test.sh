@@ -36,14 +36,26 @@ run_suite() { # build-dir, cmake args...
 # the repository (issue 10: the project carries its own data). The copy holds
 # every file git tracks or would add (a clean clone in CI; uncommitted work
 # too when run by hand), none that it ignores (builds, models, out/). Its
-# build/ is kept between runs, so a rerun by hand rebuilds only what changed.
-copy_tree() { # dest: replace dest's sources (all but build/) by this tree's
-  local dest="$1"
-  mkdir -p "$dest"
-  find "$dest" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
+# build/ is kept between runs, so a rerun by hand rebuilds only what changed:
+# a file is copied, stamped now, only where its content differs from the
+# copy's (a file restored with an older mtime would otherwise keep its stale
+# object).
+copy_tree() { # dest: make dest's sources (all but build/) this tree's
+  local dest="$1" stage f
+  stage=$(mktemp -d)
   git ls-files -z --cached --others --exclude-standard |
     while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done |
-    tar --null -T - -cf - | tar -xf - -C "$dest"
+    tar --null -T - -cf - | tar -xf - -C "$stage"
+  mkdir -p "$dest"
+  (cd "$dest" && find . -path ./build -prune -o \( -type f -o -type l \) -print0) |
+    while IFS= read -r -d '' f; do [ -e "$stage/$f" ] || [ -L "$stage/$f" ] || rm -f "$dest/$f"; done
+  (cd "$stage" && find . \( -type f -o -type l \) -print0) |
+    while IFS= read -r -d '' f; do
+      if [ -L "$stage/$f" ] || [ -L "$dest/$f" ] || ! cmp -s "$stage/$f" "$dest/$f"; then
+        mkdir -p "$(dirname "$dest/$f")" && rm -f "$dest/$f" && cp -P "$stage/$f" "$dest/$f"
+      fi
+    done
+  rm -rf "$stage"
 }
 COPY_ROOT="${TMPDIR:-/tmp}/refgeo-selfcontained-$(id -u)"
 copy_tree "$COPY_ROOT/refgeo"
