@@ -268,8 +268,8 @@ static int split_slots(int K, int N, int threads) {
 /* A thread's scratch: the unpacked bytes of one panel (the decoders'
  * layout, made into bf16 tiles at once), a zero-padded copy of a short
  * panel's file rows (at most 34 bytes per 32 elements), the 32 x 32
- * products and SLOTS decoded pairs. Carved from BASE (NULL: only sized);
- * returns the bytes it takes. */
+ * products and SLOTS decoded pairs. Carved from BASE (64-byte aligned;
+ * NULL: only sized); returns the bytes it takes, a multiple of 64. */
 typedef struct {
   uint8_t *wt, *pad;
   float *acc;
@@ -288,7 +288,7 @@ static size_t split_thread_carve(uint8_t *base, size_t K, int slots, split_threa
   t->pad = carve(base, &used, Q8_PANEL * (K + K / 16));
   t->acc = carve(base, &used, 32 * 32 * sizeof(float));
   t->pairs = carve(base, &used, (size_t)slots * split_pair_bytes(K));
-  return used + 63;
+  return (used + 63) & ~(size_t)63; /* a multiple of 64: the next thread's base stays aligned */
 }
 
 /* Slot I's panels (split_pair_bytes apart; 64-byte multiples). */
