@@ -25,14 +25,16 @@
 #include "model/model.h"
 #include "util/error.h"
 
-/* Multiply-adds x 2 of one prefill: the layer matmuls for every token,
- * attention over positions 0..p for the token at p, and the lm_head for
- * the last position of each prompt. */
+/* Multiply-adds x 2 that one prefill does: every block's products and
+ * attention (over positions 0..p for the token at p) for every token, but
+ * the last block's only for each prompt's last token beyond its keys and
+ * values (forward.c, last_block_on_rows), and the lm_head for that token. */
 static double prefill_flops(const rg_config *c, int B, int T) {
   const double d = c->d_model, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
-  const double per_token = 2 * (d * qd + 2 * d * kvd + qd * d + 3 * d * c->d_ff) * c->n_layers;
-  const double attn = 2.0 * 2.0 * qd * ((double)T * (T + 1) / 2) * c->n_layers; /* QK^T and PV */
-  return B * (T * per_token + attn + 2 * d * c->vocab_size);
+  const double kv = 2 * 2 * d * kvd, rest = 2 * (d * qd + qd * d + 3 * d * c->d_ff); /* per token and block */
+  const double attn = 2.0 * 2.0 * qd * ((double)T * (T + 1) / 2);                   /* QK^T and PV, per block */
+  const double last_block = T * kv + rest + 2.0 * 2.0 * qd * T;
+  return B * ((T * (kv + rest) + attn) * (c->n_layers - 1) + last_block + 2 * d * c->vocab_size);
 }
 
 static int sgemm_peak(void) {

@@ -43,7 +43,8 @@ static int alloc_buffers(rg_session *s) {
       !(a->last = rg_buf_new(be, R * d)) ||
       !(a->logits = rg_buf_new(be, R * c->vocab_size)) || !(a->losses = rg_buf_new(be, R)) ||
       !(a->hooked = rg_buf_new(be, T * d)) || !(s->ablate_unit = rg_buf_new(be, d)) ||
-      !(s->actadd_vec = rg_buf_new(be, d)) || !(s->batch = rg_batch_new(be, (int)T)))
+      !(s->actadd_vec = rg_buf_new(be, d)) || !(s->batch = rg_batch_new(be, (int)T)) ||
+      !(s->rows_batch = rg_batch_new(be, (int)T)))
     return -1;
   if (s->w->lora_rank > 0 && !(a->lora_u = rg_buf_new(be, T * (size_t)s->w->lora_rank))) return -1;
   s->k_cache = calloc((size_t)c->n_layers, sizeof *s->k_cache);
@@ -63,8 +64,10 @@ static int alloc_buffers(rg_session *s) {
   s->hooked_seq = malloc(T * sizeof *s->hooked_seq);
   s->hooked_pos = malloc(T * sizeof *s->hooked_pos);
   s->hook_rows = malloc(T * d * sizeof *s->hook_rows);
+  s->rows_seq = malloc(T * sizeof *s->rows_seq);
+  s->rows_pos = malloc(T * sizeof *s->rows_pos);
   if (!s->seq_len || !s->pos || !s->chunk_seq || !s->chunk_ids || !s->rows || !s->hooked_rows || !s->hooked_seq ||
-      !s->hooked_pos || !s->hook_rows)
+      !s->hooked_pos || !s->hook_rows || !s->rows_seq || !s->rows_pos)
     return rg_error_set("session: out of memory");
   return 0;
 }
@@ -125,6 +128,7 @@ void rg_session_free(rg_session *s) {
                     s->a.hooked, s->a.lora_u, s->ablate_unit, s->actadd_vec};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rg_buf_free(be, bufs[i]);
   rg_batch_free(be, s->batch);
+  rg_batch_free(be, s->rows_batch);
   for (int l = 0; l < s->cfg.n_layers; l++) {
     if (s->k_cache) rg_buf_free(be, s->k_cache[l]);
     if (s->v_cache) rg_buf_free(be, s->v_cache[l]);
@@ -139,6 +143,8 @@ void rg_session_free(rg_session *s) {
   free(s->hooked_rows);
   free(s->hooked_seq);
   free(s->hooked_pos);
+  free(s->rows_seq);
+  free(s->rows_pos);
   free(s->hook_rows);
   free(s);
 }
@@ -252,37 +258,68 @@ static layer_acts block_buffers(rg_session *s, int l, rg_buf **x_out) {
                       .gate = a->gate, .up = a->up};
 }
 
-/* Block L's attention from its normed input A->xn1 into A->att: q, k and v
- * (with their adapters and RoPE), the KV cache, and attention itself, here
- * or over the ranks (sp_attention.c). */
-static int attention(rg_session *s, int l, int n, const layer_acts *A, bool again) {
+/* How run_layer runs a block. */
+typedef enum {
+  BLOCK_PASS,    /* the pass itself */
+  BLOCK_AGAIN,   /* a recomputation for the backward */
+  BLOCK_QUERIES, /* the rest of a block whose keys and values the cache has (last_block_on_rows) */
+} block_mode;
+
+static rg_attn_desc attn_desc(const rg_session *s) {
+  const rg_config *c = &s->cfg;
+  return (rg_attn_desc){.batch = s->batch, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
+                        .head_dim = c->head_dim, .window = c->sliding_window, .max_ctx = s->max_ctx};
+}
+
+/* Block L's keys and values of the n tokens from its normed input XN1 (with
+ * their adapters and RoPE) into a->k and a->v. */
+static void keys_values(rg_session *s, int l, int n, const rg_buf *xn1) {
+  const rg_config *c = &s->cfg;
+  const layer_w *w = &s->w->lw[l];
+  act_bufs *a = &s->a;
+  rg_op_matmul(s->be, a->k, xn1, n, w->wk, w->bk);
+  rg_op_matmul(s->be, a->v, xn1, n, w->wv, w->bv);
+  rg_lora_forward(s->w, &w->lora[LORA_K], a->k, xn1, n, a->lora_u);
+  rg_lora_forward(s->w, &w->lora[LORA_V], a->v, xn1, n, a->lora_u);
+  rg_op_rope(s->be, a->k, s->batch, c->n_kv_heads, c->head_dim, s->w->inv_freq, c->rope_adjacent_pairs);
+}
+
+/* Block L's attention from its normed input A->xn1 into A->att: q, and k
+ * and v into the KV cache unless MODE says the cache has them already, then
+ * attention itself, here or over the ranks (sp_attention.c). */
+static int attention(rg_session *s, int l, int n, const layer_acts *A, block_mode mode) {
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->w->lw[l];
   act_bufs *a = &s->a;
   rg_backend *be = s->be;
-  const rg_buf *inv_freq = s->w->inv_freq;
   rg_op_matmul(be, A->q, A->xn1, n, w->wq, w->bq);
-  rg_op_matmul(be, a->k, A->xn1, n, w->wk, w->bk);
-  rg_op_matmul(be, a->v, A->xn1, n, w->wv, w->bv);
   rg_lora_forward(s->w, &w->lora[LORA_Q], A->q, A->xn1, n, a->lora_u);
-  rg_lora_forward(s->w, &w->lora[LORA_K], a->k, A->xn1, n, a->lora_u);
-  rg_lora_forward(s->w, &w->lora[LORA_V], a->v, A->xn1, n, a->lora_u);
-  rg_op_rope(be, A->q, s->batch, c->n_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
-  rg_op_rope(be, a->k, s->batch, c->n_kv_heads, c->head_dim, inv_freq, c->rope_adjacent_pairs);
-  if (s->sp) return rg_sp_attention(s, l, A->att, A->lse, A->q, a->k, a->v, again);
-  const rg_attn_desc ad = {.batch = s->batch, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
-                           .head_dim = c->head_dim, .window = c->sliding_window, .max_ctx = s->max_ctx};
-  rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
+  rg_op_rope(be, A->q, s->batch, c->n_heads, c->head_dim, s->w->inv_freq, c->rope_adjacent_pairs);
+  if (mode != BLOCK_QUERIES) keys_values(s, l, n, A->xn1);
+  if (s->sp) return rg_sp_attention(s, l, A->att, A->lse, A->q, a->k, a->v, mode == BLOCK_AGAIN);
+  const rg_attn_desc ad = attn_desc(s);
+  if (mode != BLOCK_QUERIES) rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
   rg_op_attention(be, A->att, A->lse, A->q, s->k_cache[l], s->v_cache[l], &ad);
   return 0;
 }
 
-/* Block L over the n tokens of the pass. AGAIN: a recomputation for the
- * backward (rg_session_opts.recompute): the block input already carries
+/* The interventions on block L's input X (n rows) and its resid_pre hook. */
+static int block_input(rg_session *s, int l, int n, rg_buf *x) {
+  const int d = s->cfg.d_model;
+  if (s->ablate_on) rg_op_ablate(s->be, x, n, d, s->ablate_unit);
+  if (s->actadd_on && l == s->actadd_layer) rg_op_add_scaled(s->be, x, n, d, s->actadd_vec, s->actadd_coeff);
+  return hook(s, RG_HOOK_RESID_PRE, l, x);
+}
+
+/* Block L over the n tokens of the pass. BLOCK_AGAIN: a recomputation for
+ * the backward (rg_session_opts.recompute): the block input already carries
  * the interventions, hooks have seen this pass, and it stops at the MLP
  * projections (what the backward reads); under RG_RECOMPUTE_MATMULS it
- * also leaves the queries and attention's output as they were kept. */
-static int run_layer(rg_session *s, int l, int n, bool again) {
+ * also leaves the queries and attention's output as they were kept.
+ * BLOCK_QUERIES: the input carries the interventions too, and the KV cache
+ * has the block's keys and values. */
+static int run_layer(rg_session *s, int l, int n, block_mode mode) {
+  const bool again = mode == BLOCK_AGAIN, applied = mode != BLOCK_PASS;
   const rg_config *c = &s->cfg;
   const layer_w *w = &s->w->lw[l];
   act_bufs *a = &s->a;
@@ -293,14 +330,11 @@ static int run_layer(rg_session *s, int l, int n, bool again) {
   /* silu(gate) * up: in place in inference, kept apart for the backward */
   rg_buf *h = s->train ? s->tr.h : A.gate;
 
-  if (!again && s->ablate_on) rg_op_ablate(be, A.x_in, n, d, s->ablate_unit);
-  if (!again && s->actadd_on && l == s->actadd_layer)
-    rg_op_add_scaled(be, A.x_in, n, d, s->actadd_vec, s->actadd_coeff);
-  if (!again && hook(s, RG_HOOK_RESID_PRE, l, A.x_in) < 0) return -1;
+  if (!applied && block_input(s, l, n, A.x_in) < 0) return -1;
 
   rg_op_rmsnorm(be, A.xn1, A.x_in, w->attn_norm, n, d, c->rms_eps);
   if (!again || s->recompute != RG_RECOMPUTE_MATMULS) {
-    if (attention(s, l, n, &A, again) < 0) return -1;
+    if (attention(s, l, n, &A, mode) < 0) return -1;
   }
   rg_op_matmul(be, a->tmp, A.att, n, w->wo, NULL);
   rg_lora_forward(s->w, &w->lora[LORA_O], a->tmp, A.att, n, a->lora_u);
@@ -324,7 +358,48 @@ static int run_layer(rg_session *s, int l, int n, bool again) {
   return hook(s, RG_HOOK_RESID_POST, l, x_out);
 }
 
-int rg_session_rerun_block(rg_session *s, int l) { return run_layer(s, l, s->tr.n, true); }
+int rg_session_rerun_block(rg_session *s, int l) { return run_layer(s, l, s->tr.n, BLOCK_AGAIN); }
+
+/* Whether the last block may run on the logit rows alone, as llama.cpp
+ * does (its output-row selection): an inference pass asking for fewer logit
+ * rows than it has tokens, with no hook on the last block and no sequence
+ * parallelism. Only the keys and values (for the cache) need every token.
+ * A prefill of 16 x 128 tokens for the last position's logits skips 94% of
+ * the last block's products: 3% of SmolLM2's 30 blocks. */
+static bool last_block_on_rows(const rg_session *s, int n, int n_logits) {
+  const int last = s->cfg.n_layers - 1;
+  return !s->train && !s->sp && n_logits < n && !(s->cap_on && s->cap.layer_sites[last]);
+}
+
+/* The last block (L) for the n_rows rows ROWS of the pass's n tokens: its
+ * input interventions, keys and values for all n, then the rest for the
+ * rows, gathered to the front of s->a.x with their own token metadata
+ * (s->rows_batch) in place of the pass's. The block's output rows are
+ * s->a.x's first n_rows. */
+static int last_block_on_rows_run(rg_session *s, int l, int n, const int *seq, const int *rows, int n_rows) {
+  const rg_config *c = &s->cfg;
+  act_bufs *a = &s->a;
+  rg_backend *be = s->be;
+  if (block_input(s, l, n, a->x) < 0) return -1;
+  /* keys and values of every token, for the cache */
+  rg_op_rmsnorm(be, a->xn, a->x, s->w->lw[l].attn_norm, n, c->d_model, c->rms_eps);
+  keys_values(s, l, n, a->xn);
+  const rg_attn_desc ad = attn_desc(s);
+  rg_op_kv_store(be, s->k_cache[l], s->v_cache[l], a->k, a->v, &ad);
+  if (n_rows == 0) return 0;
+  for (int i = 0; i < n_rows; i++) {
+    s->rows_seq[i] = seq[rows[i]];
+    s->rows_pos[i] = s->pos[rows[i]];
+  }
+  rg_buf_gather_rows(be, a->last, a->x, rows, n_rows, c->d_model);
+  rg_buf_copy(be, a->x, 0, a->last, 0, (size_t)n_rows * c->d_model);
+  rg_batch *pass = s->batch;
+  rg_batch_set(be, s->rows_batch, NULL, s->rows_seq, s->rows_pos, n_rows);
+  s->batch = s->rows_batch;
+  const int rc = run_layer(s, l, n_rows, BLOCK_QUERIES);
+  s->batch = pass;
+  return rc;
+}
 
 /* A training session keeps what its backward needs to know of the batch:
  * its logit rows, and how many cached tokens each sequence had before it
@@ -399,13 +474,20 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
   select_hooked_rows(s, seq, n);
   if (first == 0) rg_op_embed(be, s->train ? s->tr.saved[0].x_in : s->a.x, s->w->tok_embd, s->batch);
   else rg_buf_upload(be, s->a.x, 0, x_in, (size_t)n * c->d_model); /* inference: every block reads s->a.x */
+  const int last = c->n_layers - 1;
+  const bool on_rows = last_block_on_rows(s, n, n_logits);
   int rc = 0;
-  for (int l = first; rc == 0 && l < c->n_layers; l++) rc = run_layer(s, l, n, false);
+  for (int l = first; rc == 0 && l < last; l++) rc = run_layer(s, l, n, BLOCK_PASS);
+  if (rc == 0) rc = on_rows ? last_block_on_rows_run(s, last, n, seq, logit_rows, n_logits) : run_layer(s, last, n, BLOCK_PASS);
   if (s->train) s->tr.have_dlogits = false; /* the batch changed: an earlier loss no longer applies */
   if (rc == 0 && s->train) record_batch(s, seq, n, logit_rows, n_logits, whole);
   if (rc == 0 && n_logits > 0) {
-    rg_buf_gather_rows(be, s->a.last, final_output(s), logit_rows, n_logits, c->d_model);
-    rg_op_rmsnorm(be, s->a.last, s->a.last, s->w->out_norm, n_logits, c->d_model, c->rms_eps);
+    /* on_rows: the last block left the logit rows at the front of s->a.x */
+    if (on_rows) rg_op_rmsnorm(be, s->a.last, s->a.x, s->w->out_norm, n_logits, c->d_model, c->rms_eps);
+    else {
+      rg_buf_gather_rows(be, s->a.last, final_output(s), logit_rows, n_logits, c->d_model);
+      rg_op_rmsnorm(be, s->a.last, s->a.last, s->w->out_norm, n_logits, c->d_model, c->rms_eps);
+    }
     rg_op_matmul(be, s->a.logits, s->a.last, n_logits, s->w->lm_head, NULL);
   }
   if (rc == 0) rc = rg_backend_status(be);

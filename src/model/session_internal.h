@@ -92,6 +92,7 @@ struct rg_session {
   rg_backend *be;
   int max_seqs, max_ctx, max_tokens, max_logits;
   rg_batch *batch;             /* the current pass's token metadata */
+  rg_batch *rows_batch;        /* the logit rows' own, for a last block on them (forward.c) */
   rg_buf **k_cache, **v_cache; /* per layer [max_seqs, max_ctx, kv_dim] */
   act_bufs a;
   bool train;
@@ -116,6 +117,7 @@ struct rg_session {
   int n_hooked;
   int *hooked_rows, *hooked_seq, *hooked_pos; /* [max_tokens] */
   float *hook_rows;                           /* [max_tokens, d_model] host copy for hooks */
+  int *rows_seq, *rows_pos;                   /* [max_tokens] the logit rows' sequences and positions */
 };
 
 /* forward.c: recomputes what s->recompute drops of block L of the last

@@ -27,7 +27,7 @@ static size_t host_bytes(const rg_session *s) {
   const size_t nrows = T > R ? T : R;
   size_t h = sizeof *s + (size_t)s->max_seqs * sizeof *s->seq_len + L * (sizeof *s->k_cache + sizeof *s->v_cache);
   h += T * (sizeof *s->pos + sizeof *s->chunk_seq + sizeof *s->chunk_ids + sizeof *s->hooked_rows +
-            sizeof *s->hooked_seq + sizeof *s->hooked_pos);
+            sizeof *s->hooked_seq + sizeof *s->hooked_pos + sizeof *s->rows_seq + sizeof *s->rows_pos);
   h += nrows * sizeof *s->rows + T * (size_t)s->cfg.d_model * sizeof *s->hook_rows;
   if (s->train) h += L * sizeof *s->tr.saved + R * sizeof *s->tr.logit_rows;
   if (s->sp) {
@@ -45,7 +45,7 @@ void rg_session_memory(const rg_session *s, rg_session_bytes *out) {
   for (int l = 0; l < s->cfg.n_layers; l++) out->kv_cache += buf_bytes(s->k_cache[l]) + buf_bytes(s->v_cache[l]);
   out->work = SUM(a->x, a->xn, a->q, a->k, a->v, a->att, a->tmp, a->gate, a->up, a->hooked, a->lora_u,
                   s->ablate_unit, s->actadd_vec) +
-              batch_bytes(s->batch);
+              batch_bytes(s->batch) + batch_bytes(s->rows_batch);
   if (s->sp)
     out->work += SUM(s->sp->k_all, s->sp->v_all, s->sp->sendbuf, s->sp->recvbuf, s->sp->heads, s->sp->dheads) +
                  batch_bytes(s->sp->batch) + batch_bytes(s->sp->att_batch);
