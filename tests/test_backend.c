@@ -182,12 +182,15 @@ static void test_matmul_all_dtypes(void **state) {
 
 /* The matmul path changes with the number of activation rows on a weight
  * in its file dtype: up to SKINNY_MAX_M (16) rows it is backend_cpu_skinny.c,
- * above it dequantized tiles and sgemm. Both sides of the switch, a width
- * with a tail of 8 (f16, 40 columns) and a ragged last block of rows. */
+ * then backend_cpu_panel.c up to PANEL_MAX_M (512), above it dequantized
+ * tiles and sgemm. Each side of both switches, a width with a tail of 8
+ * (f16, 40 columns) and a ragged last block of rows. */
 static void test_matmul_skinny_and_tiles(void **state) {
   check_matmul(RG_F16, 3, 40, 21, true);
   check_matmul(RG_Q4_1, 16, 64, 37, false);
   check_matmul(RG_Q4_1, 17, 64, 37, true);
+  check_matmul(RG_Q4_1, 512, 64, 37, false);
+  check_matmul(RG_Q4_1, 513, 64, 37, true);
 }
 
 /* A row's product does not depend on the other rows of its call: each of 16

@@ -1,6 +1,6 @@
 /* backend_cpu.c: the CPU implementation of backend.h.
  *
- * Matrix products take one of four paths, chosen per weight and per
+ * Matrix products take one of five paths, chosen per weight and per
  * product (matmul_into):
  *  - OpenBLAS cblas_sgemm on float32: a float32 weight, or another dtype
  *    copied to float32 once (rg_backend_weight, when the whole model fits
@@ -9,8 +9,12 @@
  *    keeps a 7B bf16 model at its mmap size plus one tile per thread.
  *    Measured on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy
  *    is ~15% faster (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
- *  - skinny products (backend_cpu_skinny.c): a tiled weight and a few rows
- *    of x, the blocks decoded a register block at a time.
+ *  - skinny products (backend_cpu_skinny.c): at most SKINNY_MAX_M rows of
+ *    x, the weight's f32 rows read in place or its blocks decoded a
+ *    register block at a time.
+ *  - panel products (backend_cpu_panel.c): up to PANEL_MAX_M rows of x,
+ *    the weight read the same ways, x transposed once; no copy of the
+ *    weight, which sgemm makes and at such M pays for.
  *  - 8-bit products (backend_cpu_q8.c, cpu_matmul_q8): RG_FORM_FILE_Q8,
  *    x quantized to 8 bits per product, llama.cpp's arithmetic.
  *  - split products (the same file, cpu_matmul_split): a block-quantized
@@ -261,7 +265,7 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
      * block of its rows (cpu_matmul_skinny), and cpu_matmul_q8's scratch
      * its activations and weight panels. */
     cpu_backend *c = cpu(be);
-    const size_t tile_floats = (size_t)cols * SKINNY_ROWS > TILE_FLOATS ? (size_t)cols * SKINNY_ROWS : TILE_FLOATS;
+    const size_t tile_floats = (size_t)cols * TILE_MIN_ROWS > TILE_FLOATS ? (size_t)cols * TILE_MIN_ROWS : TILE_FLOATS;
     if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0) {
       free(w);
       rg_error_set("%s: out of memory for the matmul scratch", name);
@@ -270,6 +274,13 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
   }
   if (form == RG_FORM_FILE_Q8 && rows > 1 && q8_prepare(be, w) < 0) {
     free(w->owned), free(w);
+    return NULL;
+  }
+  if (!w->q8 && rows > 1 &&
+      grow_scratch((void **)&cpu(be)->panel_xt, &cpu(be)->panel_xt_floats, cpu_panel_scratch_floats(cols),
+                   sizeof(float)) < 0) {
+    free(w->owned), free(w);
+    rg_error_set("%s: out of memory for the matmul scratch", name);
     return NULL;
   }
   if (!w->q8 && rows > 1 && cpu_split_supported(cpu(be), t->type, cols)) {
@@ -360,12 +371,16 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
     cpu_matmul_q8(be, y, x, M, w, bias, beta);
     return;
   }
-  if (!w->f32 && M <= SKINNY_MAX_M) {
+  if (M <= SKINNY_MAX_M && !(w->f32 && w->split)) {
     cpu_matmul_skinny(be, y, x, M, w, bias, beta);
     return;
   }
   if (w->split) {
     cpu_matmul_split(be, y, x, M, w, bias, beta);
+    return;
+  }
+  if (M <= PANEL_MAX_M) {
+    cpu_matmul_panel(be, y, x, M, w, bias, beta);
     return;
   }
   cpu_backend *c = cpu(be);
@@ -530,6 +545,7 @@ static void cpu_free(rg_backend *be) {
   cpu_backend *c = cpu(be);
   free(c->tile);
   free(c->q8_scratch);
+  free(c->panel_xt);
   free(c);
 }
 
