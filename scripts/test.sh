@@ -3,9 +3,9 @@
 # and runs the CTest suite twice: a Release build (in a copy of the tree with
 # no shared data folder next to it: see below), and a Debug build under
 # AddressSanitizer + UndefinedBehaviorSanitizer (both with the CUDA flavor of
-# the GPU backend where nvcc is found; its tests skip without a GPU); a
-# compile-only HIP build where hipcc is found; then every libFuzzer harness
-# for 30 s on its corpus (scripts/fuzz.sh).
+# the GPU backend where nvcc is found; its tests skip without a GPU); the
+# matmul tests again built for AVX2; a compile-only HIP build where hipcc is
+# found; then every libFuzzer harness for 30 s on its corpus (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,6 +67,19 @@ echo "== ASan + UBSan build"
 # which LeakSanitizer does not count as leaks.
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DREFGEO_SANITIZE=ON
+# The skinny and panel products pick their vectors at compile time; neither
+# suite above builds their AVX2 variant (Release is -march=native, the
+# sanitizer build has no -march: SSE2). Where the CPU has AVX2, the product
+# tests (and test_lora, whose real-model gradients are the tightest check of
+# their accuracy) run once more, built for x86-64-v3.
+if grep -qw avx2 /proc/cpuinfo; then
+  echo "== AVX2 build of the product tests"
+  avx2_tests=(test_panel_matmul test_backend test_q8_matmul test_lora)
+  cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3 \
+    -DREFGEO_CUDA=OFF -DREFGEO_HIP=OFF -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" >/dev/null
+  cmake --build build-avx2 -j "$JOBS" --target refgeo "${avx2_tests[@]}" # test_lora makes its models with the CLI
+  (cd build-avx2 && ctest --output-on-failure -R "^($(IFS='|'; echo "${avx2_tests[*]}"))\$")
+fi
 # The GPU backend's other flavor: the suites above build CUDA where nvcc is
 # found (their GPU tests skip without a device); HIP is compiled here, with
 # warnings as errors, so that a source only nvcc accepts fails CI.
