@@ -1,7 +1,7 @@
 /* test_panel_matmul.c: the panel products (cpu_matmul_panel: 17 to
- * PANEL_MAX_M rows of x times a weight read in place or decoded a block of
- * rows at a time), which prompts, training batches and GCG's candidate
- * batches take on a CPU without AMX, for a float32 weight and the block
+ * PANEL_MAX_M rows of x times a weight kept in its file dtype, decoded a
+ * block of rows at a time), which prompts of `generate` and `asr` and
+ * frozen LoRA bases take on a CPU without AMX, for f16 and the block
  * formats.
  *
  * Per form and shape, against a double-precision product of x with the
@@ -41,7 +41,7 @@ static rg_backend *backend_no_amx(void) {
   return be;
 }
 
-/* A weight of TYPE (RG_F32: random floats) as a tensor, and its values. */
+/* A weight of TYPE (RG_F16: random halves) as a tensor, and its values. */
 typedef struct {
   rg_tensor t;
   uint8_t *bytes;
@@ -50,21 +50,19 @@ typedef struct {
 
 static test_weight make_weight(int type, int K, int N, bool positive) {
   test_weight tw = {.w = malloc((size_t)N * K * sizeof(float))};
-  if (type == RG_F32) {
-    for (size_t i = 0; i < (size_t)N * K; i++) tw.w[i] = positive ? (float)(0.5 + 0.5 * fabs(urand())) : (float)urand();
-    tw.bytes = malloc((size_t)N * K * sizeof(float));
-    memcpy(tw.bytes, tw.w, (size_t)N * K * sizeof(float));
+  const size_t rb = rg_dtype_row_bytes(type, K);
+  if (type == RG_F16) {
+    tw.bytes = malloc(rb * (size_t)N);
+    for (size_t i = 0; i < (size_t)N * K; i++) put_f16(tw.bytes + 2 * i, positive ? 0.5 + 0.5 * fabs(urand()) : urand());
   } else {
     tw.bytes = random_rows(type, K, N, -1);
-    const size_t rb = rg_dtype_row_bytes(type, K);
-    for (int r = 0; r < N; r++) assert_int_equal(rg_dequantize_row(type, tw.bytes + rb * r, tw.w + (size_t)r * K, K), 0);
   }
-  const size_t rb = rg_dtype_row_bytes(type, K);
+  for (int r = 0; r < N; r++) assert_int_equal(rg_dequantize_row(type, tw.bytes + rb * r, tw.w + (size_t)r * K, K), 0);
   tw.t = (rg_tensor){.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1}, .data = tw.bytes, .nbytes = rb * N};
   return tw;
 }
 
-static void check_bound(int type, rg_weight_form form, int M, int K, int N) {
+static void check_bound(int type, int M, int K, int N) {
   const char *name = rg_dtype_get(type)->name;
   rng = 0x243F6A8885A308D3ull ^ (uint64_t)(type * 1000003 + M * 1009 + K * 17 + N);
   test_weight tw = make_weight(type, K, N, false);
@@ -74,9 +72,9 @@ static void check_bound(int type, rg_weight_form form, int M, int K, int N) {
   const rg_tensor bt = {.name = "b", .type = RG_F32, .n_dims = 1, .ne = {N, 1, 1, 1}, .data = bias_v,
                         .nbytes = sizeof(float) * N};
   rg_backend *be = backend_no_amx();
-  rg_bweight *w = rg_backend_weight(be, &tw.t, form), *b = rg_backend_weight(be, &bt, RG_FORM_F32);
+  rg_bweight *w = rg_backend_weight(be, &tw.t, RG_FORM_FILE), *b = rg_backend_weight(be, &bt, RG_FORM_F32);
   assert_non_null(w);
-  assert_false(w->split);
+  assert_true(!w->f32 && !w->split && !w->q8); /* the panel products' operand */
   float *y = product(be, w, x, M, K, N, b, NULL), *twice = product(be, w, x, M, K, N, NULL, y);
   double worst = 0;
   for (int m = 0; m < M; m++)
@@ -94,8 +92,7 @@ static void check_bound(int type, rg_weight_form form, int M, int K, int N) {
       const double e2 = fabs((double)twice[i] - (y[i] + ref)) / (bound + ldexp(1.0, -24) * fabs(y[i] + ref));
       if (e2 > 1) fail_msg("%s matmul_add row %d,%d: %.9g, want %.9g", name, m, n, twice[i], y[i] + ref);
     }
-  print_message("%-4s %s M=%3d K=%4d N=%3d: worst %.3f of the bound\n", name,
-                w->f32 ? "in place" : "decoded ", M, K, N, worst);
+  print_message("%-4s M=%3d K=%4d N=%3d: worst %.3f of the bound\n", name, M, K, N, worst);
   free(y), free(twice), free(x), free(bias_v), free(tw.bytes), free(tw.w);
   rg_bweight_free(be, w), rg_bweight_free(be, b);
   rg_backend_free(be);
@@ -106,23 +103,22 @@ static void check_bound(int type, rg_weight_form form, int M, int K, int N) {
  * and SmolLM2's widths. */
 static void test_bound(void **state) {
   const bool sanitized = getenv("REFGEO_SANITIZED") != NULL; /* the double reference is the slow part */
-  check_bound(RG_F32, RG_FORM_F32, 17, 576, 45);
-  check_bound(RG_F32, RG_FORM_F32, 100, 100, 70);
-  check_bound(RG_F32, RG_FORM_F32, sanitized ? 64 : PANEL_MAX_M, 576, 64);
-  check_bound(RG_Q4_1, RG_FORM_FILE, 33, 1536, 45);
-  check_bound(RG_Q5_0, RG_FORM_FILE, 100, 576, 70);
-  check_bound(RG_Q6_K, RG_FORM_FILE, 40, 512, 37);
-  check_bound(RG_Q4_1, RG_FORM_F32, 33, 256, 45); /* a block format's float32 copy, read in place */
+  check_bound(RG_F16, 17, 576, 45);
+  check_bound(RG_F16, 100, 100, 70);
+  check_bound(RG_F16, sanitized ? 64 : PANEL_MAX_M, 576, 64);
+  check_bound(RG_Q4_1, 33, 1536, 45);
+  check_bound(RG_Q5_0, 100, 576, 70);
+  check_bound(RG_Q6_K, 40, 512, 37);
 }
 
 static void test_chains(void **state) {
   const int M = 64, K = 4096, N = 24;
   rng = 0x13198A2E03707344ull;
-  test_weight tw = make_weight(RG_F32, K, N, true);
+  test_weight tw = make_weight(RG_F16, K, N, true);
   float *x = malloc((size_t)M * K * sizeof *x);
   for (int i = 0; i < M * K; i++) x[i] = (float)(0.5 + 0.5 * fabs(urand()));
   rg_backend *be = backend_no_amx();
-  rg_bweight *w = rg_backend_weight(be, &tw.t, RG_FORM_F32);
+  rg_bweight *w = rg_backend_weight(be, &tw.t, RG_FORM_FILE);
   float *y = product(be, w, x, M, K, N, NULL, NULL);
   double sq = 0, sq_chain = 0;
   for (int m = 0; m < M; m++)

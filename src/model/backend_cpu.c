@@ -9,12 +9,12 @@
  *    keeps a 7B bf16 model at its mmap size plus one tile per thread.
  *    Measured on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy
  *    is ~15% faster (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
- *  - skinny products (backend_cpu_skinny.c): at most SKINNY_MAX_M rows of
- *    x, the weight's f32 rows read in place or its blocks decoded a
- *    register block at a time.
- *  - panel products (backend_cpu_panel.c): up to PANEL_MAX_M rows of x,
- *    the weight read the same ways, x transposed once; no copy of the
- *    weight, which sgemm makes and at such M pays for.
+ *  - skinny products (backend_cpu_skinny.c): a tiled weight and a few rows
+ *    of x, the blocks decoded a register block at a time.
+ *  - panel products (backend_cpu_panel.c): a tiled weight and up to
+ *    PANEL_MAX_M rows of x, the blocks decoded a register block at a time,
+ *    x transposed once; no copy of the weight, which sgemm makes and at
+ *    such M pays for.
  *  - 8-bit products (backend_cpu_q8.c, cpu_matmul_q8): RG_FORM_FILE_Q8,
  *    x quantized to 8 bits per product, llama.cpp's arithmetic.
  *  - split products (the same file, cpu_matmul_split): a block-quantized
@@ -262,11 +262,12 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
     w->f32 = w->owned;
   } else {
     /* A tiled matrix: make sure each thread's scratch holds a register
-     * block of its rows (cpu_matmul_skinny), and cpu_matmul_q8's scratch
-     * its activations and weight panels. */
+     * block of its rows (cpu_matmul_skinny, cpu_matmul_panel) and the
+     * panel products' transposed activations fit. */
     cpu_backend *c = cpu(be);
     const size_t tile_floats = (size_t)cols * TILE_MIN_ROWS > TILE_FLOATS ? (size_t)cols * TILE_MIN_ROWS : TILE_FLOATS;
-    if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0) {
+    if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
+        grow_scratch((void **)&c->panel_xt, &c->panel_xt_floats, cpu_panel_scratch_floats(cols), sizeof(float)) < 0) {
       free(w);
       rg_error_set("%s: out of memory for the matmul scratch", name);
       return NULL;
@@ -274,13 +275,6 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
   }
   if (form == RG_FORM_FILE_Q8 && rows > 1 && q8_prepare(be, w) < 0) {
     free(w->owned), free(w);
-    return NULL;
-  }
-  if (!w->q8 && rows > 1 &&
-      grow_scratch((void **)&cpu(be)->panel_xt, &cpu(be)->panel_xt_floats, cpu_panel_scratch_floats(cols),
-                   sizeof(float)) < 0) {
-    free(w->owned), free(w);
-    rg_error_set("%s: out of memory for the matmul scratch", name);
     return NULL;
   }
   if (!w->q8 && rows > 1 && cpu_split_supported(cpu(be), t->type, cols)) {
@@ -371,7 +365,7 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
     cpu_matmul_q8(be, y, x, M, w, bias, beta);
     return;
   }
-  if (M <= SKINNY_MAX_M && !(w->f32 && w->split)) {
+  if (!w->f32 && M <= SKINNY_MAX_M) {
     cpu_matmul_skinny(be, y, x, M, w, bias, beta);
     return;
   }
@@ -379,7 +373,7 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
     cpu_matmul_split(be, y, x, M, w, bias, beta);
     return;
   }
-  if (M <= PANEL_MAX_M) {
+  if (!w->f32 && M <= PANEL_MAX_M) {
     cpu_matmul_panel(be, y, x, M, w, bias, beta);
     return;
   }

@@ -110,8 +110,8 @@ static inline void axpy(float *restrict y, float a, const float *restrict x, int
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-/* At most this many activation rows, a matmul runs cpu_matmul_skinny
- * (unless the weight runs split products from a float32 copy). */
+/* At most this many activation rows, a matmul on a weight kept in its file
+ * dtype runs cpu_matmul_skinny instead of dequantized tiles and sgemm. */
 enum { SKINNY_MAX_M = 16 };
 /* Weight rows it dequantizes and multiplies together (a register block). */
 enum { SKINNY_ROWS = 4 };
@@ -119,25 +119,24 @@ enum { SKINNY_ROWS = 4 };
  * register block of cpu_matmul_skinny or cpu_matmul_panel. */
 enum { TILE_MIN_ROWS = 16 };
 
-/* From SKINNY_MAX_M + 1 to this many activation rows, a matmul runs
- * cpu_matmul_panel (unless the weight runs split products); above, sgemm
- * on the float32 copy or on dequantized tiles. At 512 rows, SmolLM2 and
- * Qwen2.5-0.5B shapes, Zen 4: 100 GFLOP/s a thread, OpenBLAS's peak, where
- * sgemm loses up to a fifth to copying the weight; at 2048 rows (in passes
- * of 512) it was no faster than sgemm, which slices x there. */
+/* From SKINNY_MAX_M + 1 to this many activation rows, a matmul on a weight
+ * kept in its file dtype runs cpu_matmul_panel (unless the weight runs split
+ * products); above, dequantized tiles and sgemm. At 128 rows, Qwen2.5-0.5B
+ * shapes, Zen 4: 100 GFLOP/s a thread, OpenBLAS's peak, where sgemm loses
+ * up to a fifth to copying the weight; at 2048 rows (in passes of 512) it
+ * was no faster than sgemm on a float32 copy. */
 enum { PANEL_MAX_M = 512 };
 
 /* backend_cpu_panel.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
- * for M <= PANEL_MAX_M rows of x, W float32 or in its file dtype, with
- * c->panel_xt of at least cpu_panel_scratch_floats(cols) floats and, for a
- * tiled W, c->tile of TILE_MIN_ROWS rows per thread. */
+ * for M <= PANEL_MAX_M rows of x, W in its file dtype (w->f32 == NULL),
+ * with c->panel_xt of at least cpu_panel_scratch_floats(cols) floats and
+ * c->tile of TILE_MIN_ROWS rows per thread. */
 size_t cpu_panel_scratch_floats(int64_t cols);
 void cpu_matmul_panel(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
                       float beta);
 
 /* backend_cpu_skinny.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
- * for M <= SKINNY_MAX_M rows of x, W float32 (read in place) or in its file
- * dtype (decoded a register block at a time into c->tile). */
+ * for M <= SKINNY_MAX_M rows of x, W in its file dtype (w->f32 == NULL). */
 void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
                        const rg_bweight *bias, float beta);
 

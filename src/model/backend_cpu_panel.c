@@ -1,16 +1,23 @@
 /* backend_cpu_panel.c: float32 products of a prompt's rows (more than
- * SKINNY_MAX_M, at most PANEL_MAX_M) with a weight, as register-blocked
- * outer products that read the weight where it lies.
+ * SKINNY_MAX_M, at most PANEL_MAX_M) with a weight kept in its file dtype,
+ * as register-blocked outer products on its rows decoded where they lie.
  *
  * Why: with a few hundred rows of x each weight is used only M times, and
  * sgemm copies (packs) every weight before it multiplies: on a 128-token
  * prompt of Qwen2.5-0.5B (Zen 4, 2 threads) OpenBLAS spent 22% of the
- * prefill in sgemm_incopy, the weight's copy. Here the weight's rows are
- * read in place (the float32 copy) or decoded a register block at a time
- * from the file's blocks into a scratch that stays in L1/L2 (as
- * backend_cpu_skinny.c does), and x, read by every block of the weight, is
- * the one operand rearranged: once per product, into blocks of XB rows
- * transposed to [K][XB], shared by the team.
+ * prefill in sgemm_incopy, the weight's copy, and the dequantized tiles
+ * sgemm read were written and read again through the caches. Here the
+ * weight's rows are decoded a register block at a time from the file's
+ * blocks into a scratch that stays in L1/L2 (as backend_cpu_skinny.c does),
+ * and x, read by every block of the weight, is the one operand rearranged:
+ * once per product, into blocks of XB rows transposed to [K][XB], shared by
+ * the team.
+ *
+ * Float32 copies stay with sgemm: their products, at any M, are what the
+ * fixture tests of training and sequence parallelism compare across
+ * batch splits (test_sp's 4-rank gradients sit at 0.97 of their tolerance
+ * with sgemm on both sides; panel products on the whole batch and sgemm on
+ * the ranks' 10 rows came to 1.5x it).
  *
  * The register block: NR weight rows times XB = XV * LANES rows of x, NR *
  * XV vector accumulators. Each k step loads XV vectors of x and broadcasts
@@ -19,8 +26,8 @@
  *
  * Each y[m][n] is the same operations in one vector lane whatever M is and
  * whichever rows share the call, so a row's result does not depend on its
- * batch; it differs from sgemm's only in the order of the additions
- * (tests/test_panel_matmul.c bounds it).
+ * batch; it differs from sgemm on the dequantized rows only in the order of
+ * the additions (tests/test_panel_matmul.c bounds it).
  */
 #include <omp.h>
 #include <string.h>
@@ -107,11 +114,10 @@ void cpu_matmul_panel(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const r
     float out[NR * XB];
     for (int b = w_blocks * tid / nt; b < w_blocks * (tid + 1) / nt; b++) {
       const int n0 = b * NR, R = N - n0 < NR ? N - n0 : NR;
-      const float *wr = w->f32 ? w->f32 + (size_t)n0 * K : rows;
-      if (!w->f32) rg_dequantize_row(w->t->type, row_ptr(w, n0), rows, (int64_t)R * K);
+      rg_dequantize_row(w->t->type, row_ptr(w, n0), rows, (int64_t)R * K);
       /* a short last block repeats its last row; those sums are not stored */
       const float *wp[NR];
-      for (int r = 0; r < NR; r++) wp[r] = wr + (size_t)(r < R ? r : R - 1) * K;
+      for (int r = 0; r < NR; r++) wp[r] = rows + (size_t)(r < R ? r : R - 1) * K;
       for (int mb = 0; mb < x_blocks; mb++) {
         block_product(wp, xt + (size_t)mb * K * XB, K, out);
         const int rows_here = M - mb * XB < XB ? M - mb * XB : XB;

@@ -117,14 +117,12 @@ void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const 
     float *rows = c->tile + (size_t)tid * c->tile_floats;
     for (int nb = n0; nb < n1; nb += ROWS) {
       const int R = n1 - nb < ROWS ? n1 - nb : ROWS;
-      /* a float32 W is read in place; the R rows are contiguous in the
-       * file: one call decodes them all */
-      const float *wr = w->f32 ? w->f32 + (size_t)nb * K : rows;
-      if (!w->f32) rg_dequantize_row(w->t->type, row_ptr(w, nb), rows, (int64_t)R * K);
+      /* the R rows are contiguous in the file: one call decodes them all */
+      rg_dequantize_row(w->t->type, row_ptr(w, nb), rows, (int64_t)R * K);
       for (int m0 = 0; m0 < M; m0 += XROWS) {
         const int MR = M - m0 < XROWS ? M - m0 : XROWS;
         float d[XROWS * ROWS];
-        dot_rows(wr, K, R, x->data + (size_t)m0 * K, K, MR, K, d);
+        dot_rows(rows, K, R, x->data + (size_t)m0 * K, K, MR, K, d);
         for (int m = 0; m < MR; m++) {
           float *out = y->data + (size_t)(m0 + m) * N + nb;
           for (int r = 0; r < R; r++)

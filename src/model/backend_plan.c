@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/backend_cpu_internal.h" /* TILE_FLOATS: the CPU backend's tile size */
+#include "model/backend_cpu_internal.h" /* the CPU backend's tile and panel scratch sizes */
 #include "model/dtype.h"
 #include "util/error.h"
 
@@ -17,6 +17,8 @@ typedef struct {
   size_t bytes[RG_PLAN_TAGS];
   size_t tile_floats;     /* the CPU rule's dequantization tile, per thread */
   int tile_tag;
+  size_t panel_floats;    /* the CPU rule's transposed activations of panel products */
+  int panel_tag;
 } plan_backend;
 
 /* A buffer: its size and the tag it is counted under; data stays NULL. */
@@ -96,9 +98,17 @@ static void plan_batch_free(rg_backend *be, rg_batch *b) {
 
 /* ---------------------------------------------------------------- weights */
 
-/* The CPU rule grows the per-thread tile as backend_cpu.c's weight_new does. */
+/* The CPU rule grows the per-thread tile, and the panel products'
+ * transposed activations, as backend_cpu.c's weight_new does. */
 static void grow_tile(rg_backend *be, int64_t cols) {
   plan_backend *p = plan(be);
+  const size_t xt = cpu_panel_scratch_floats(cols);
+  if (xt > p->panel_floats) {
+    count(be, p->panel_floats ? p->panel_tag : p->tag, 0, p->panel_floats * sizeof(float));
+    p->panel_floats = xt;
+    p->panel_tag = p->tag;
+    count(be, p->tag, xt * sizeof(float), 0);
+  }
   if (p->tile_floats >= (size_t)cols) return;
   const size_t n = cols > TILE_FLOATS ? (size_t)cols : TILE_FLOATS, per = (size_t)be->threads * sizeof(float);
   count(be, p->tile_floats ? p->tile_tag : p->tag, 0, p->tile_floats * per);
