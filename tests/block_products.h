@@ -1,8 +1,9 @@
 /* block_products.h: what the tests of the block-format products
- * (test_q8_matmul, test_split_matmul) share: random block-quantized weight
- * rows from one splitmix64 stream, which a test reseeds (rng) so that every
- * kernel it compares sees the same operands, and one product through the
- * backend. Header-only: each test program has its own stream. */
+ * (test_q8_matmul, test_split_matmul, test_panel_matmul) share: random
+ * block-quantized weight rows from one splitmix64 stream, which a test
+ * reseeds (rng) so that every kernel it compares sees the same operands, one
+ * product through the backend, and the batch-invariance check. Header-only:
+ * each test program has its own stream. */
 #ifndef RG_TEST_BLOCK_PRODUCTS_H
 #define RG_TEST_BLOCK_PRODUCTS_H
 
@@ -78,6 +79,17 @@ static inline float *product(rg_backend *be, rg_bweight *w, const float *x, int 
   rg_buf_free(be, xb);
   rg_buf_free(be, yb);
   return y;
+}
+
+/* Whether rows FIRST .. FIRST + ROWS - 1 of x (M x K), multiplied alone,
+ * give the same bits as in the product of all M rows: batch invariance. */
+static inline void check_rows_alone(rg_backend *be, rg_bweight *w, const float *x, int M, int K, int N, int first,
+                                    int rows) {
+  float *all = product(be, w, x, M, K, N, NULL, NULL);
+  float *some = product(be, w, x + (size_t)first * K, rows, K, N, NULL, NULL);
+  if (memcmp(some, all + (size_t)first * N, (size_t)rows * N * sizeof *some) != 0)
+    fail_msg("rows %d..%d alone differ from their %d-row product", first, first + rows - 1, M);
+  free(all), free(some);
 }
 
 #endif

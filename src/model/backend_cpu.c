@@ -4,9 +4,10 @@
  * product (matmul_into):
  *  - OpenBLAS cblas_sgemm on float32: a float32 weight, or another dtype
  *    copied to float32 once (rg_backend_weight, when the whole model fits
- *    comfortably in RAM), or kept in its file dtype and dequantized in row
- *    tiles into a scratch buffer right before each sgemm on the tile, which
- *    keeps a 7B bf16 model at its mmap size plus one tile per thread.
+ *    comfortably in RAM), or kept in its file dtype and, above PANEL_MAX_M
+ *    rows of x, dequantized in row tiles into a scratch buffer right before
+ *    each sgemm on the tile, which keeps a 7B bf16 model at its mmap size
+ *    plus one tile per thread.
  *    Measured on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy
  *    is ~15% faster (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
  *  - skinny products (backend_cpu_skinny.c): a tiled weight and a few rows

@@ -478,7 +478,8 @@ static int forward_pass(rg_session *s, const int32_t *ids, const int *seq, int n
   const bool on_rows = last_block_on_rows(s, n, n_logits);
   int rc = 0;
   for (int l = first; rc == 0 && l < last; l++) rc = run_layer(s, l, n, BLOCK_PASS);
-  if (rc == 0) rc = on_rows ? last_block_on_rows_run(s, last, n, seq, logit_rows, n_logits) : run_layer(s, last, n, BLOCK_PASS);
+  if (rc == 0)
+    rc = on_rows ? last_block_on_rows_run(s, last, n, seq, logit_rows, n_logits) : run_layer(s, last, n, BLOCK_PASS);
   if (s->train) s->tr.have_dlogits = false; /* the batch changed: an earlier loss no longer applies */
   if (rc == 0 && s->train) record_batch(s, seq, n, logit_rows, n_logits, whole);
   if (rc == 0 && n_logits > 0) {
