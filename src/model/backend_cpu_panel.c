@@ -17,13 +17,13 @@
  * fixture tests of training and sequence parallelism compare across
  * batch splits (test_sp's 4-rank gradients sit at 0.97 of their tolerance
  * with sgemm on both sides; panel products on the whole batch and sgemm on
- * the ranks' 10 rows came to 1.5x it), and sgemm orders each output's sums
- * the same at every M, so float32 products are batch-invariant at any row
- * count. Panel products on float32 from 64 to 512 rows only (sgemm's speed
- * below; 128-token Qwen prompt 255 against 221-226 tokens/s, bench_forward,
- * Zen 4) kept test_sp but broke that: rows 37..76 alone (sgemm) differed
- * from their 100-row product (panel) in test_split_matmul. Both would hold
- * only with every float32 product, decode steps included, in this order.
+ * the ranks' 10 rows came to 1.5x it), and which must stay batch-invariant
+ * (test_split_matmul, without AMX: 40 rows alone against their 100-row
+ * product, sgemm on both). Panel products on float32 from 64 to 512 rows
+ * only, where they pay (a 128-token Qwen prompt: 255 against 221-226
+ * tokens/s, bench_forward, Zen 4), kept test_sp but failed that check.
+ * Both hold only with every float32 product, decode steps included, in
+ * this order.
  *
  * The register block: NR weight rows times XB = XV * LANES rows of x, NR *
  * XV vector accumulators. Each k step loads XV vectors of x and broadcasts
