@@ -8,7 +8,8 @@
  * B sequences of T random tokens (seeded), next-token loss at the T-1
  * positions that have a next token, mean over rows, AdamW lr 1e-5. Prints
  * each repeat's step time and the median (after one untimed warm-up step),
- * and the step's phases. bench/train_step.sh compares it with torch.
+ * the step's phases, and the median ratio of the backward's time to the
+ * forward's (forward+loss). bench/train_step.sh compares it with torch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +67,9 @@ int main(int argc, char **argv) {
   int32_t *ids = malloc((size_t)n * sizeof *ids), *targets = malloc((size_t)R * sizeof *targets);
   int *seq = malloc((size_t)n * sizeof *seq), *rows = malloc((size_t)R * sizeof *rows);
   float *scale = malloc((size_t)R * sizeof *scale), *losses = malloc((size_t)R * sizeof *losses);
-  double *times = malloc((size_t)repeats * sizeof *times);
+  double *times = malloc((size_t)repeats * sizeof *times), *bwd_over_fwd = malloc((size_t)repeats * sizeof *times);
   int status = 1;
-  if (!o || !ids || !targets || !seq || !rows || !scale || !losses || !times) {
+  if (!o || !ids || !targets || !seq || !rows || !scale || !losses || !times || !bwd_over_fwd) {
     if (o) rg_error_set("bench_train: out of memory");
     cli_fail();
     goto end;
@@ -109,15 +110,17 @@ int main(int argc, char **argv) {
     for (int k = 0; k < R; k++) loss += losses[k] / R;
     if (r >= 0) {
       times[r] = t3 - t0;
+      bwd_over_fwd[r] = (t2 - t1) / (t1 - t0);
       printf("repeat %d: step %.3f s (forward+loss %.3f, backward %.3f, optimizer %.3f), loss %.4f, grad norm %.3f\n",
              r + 1, t3 - t0, t1 - t0, t2 - t1, t3 - t2, loss, norm);
     }
   }
   const double med = bench_median(times, repeats);
-  printf("median: %.3f s per step, %.1f tokens/s\n", med, n / med);
+  printf("median: %.3f s per step, %.1f tokens/s, backward/forward %.2f\n", med, n / med,
+         bench_median(bwd_over_fwd, repeats));
   status = 0;
 end:
-  free(ids), free(targets), free(seq), free(rows), free(scale), free(losses), free(times);
+  free(ids), free(targets), free(seq), free(rows), free(scale), free(losses), free(times), free(bwd_over_fwd);
   rg_optimizer_free(o);
   rg_grads_free(g);
   rg_session_free(s);

@@ -1,24 +1,32 @@
 #!/bin/sh
 # prefill.sh: prefill throughput of refgeo vs transformers (torch) on this
 # machine, same GGUF-derived weights, float32, 2 threads each, batch 16 x 128
-# random tokens, median of 5 runs each (after one warm-up run for torch).
-# Prints both tokens/s, the ratio refgeo/torch, and refgeo's GFLOP/s as a
-# share of OpenBLAS's 2048^3 sgemm GFLOP/s on the same 2 threads.
+# random tokens, median of 3 runs each (after one warm-up run for torch), in
+# ROUNDS (3) rounds of refgeo and torch back to back (bench/rounds.sh says
+# why). Each round prints both tokens/s, the ratio refgeo/torch, and refgeo's
+# GFLOP/s as a share of OpenBLAS's 2048^3 sgemm GFLOP/s on the same 2 threads,
+# that sgemm timed right before each prefill (bench_forward --share); the last
+# lines give the medians over rounds.
 #
-#   bench/prefill.sh [MODEL.gguf]     (BUILD=build-dir, PY=python with torch)
+#   bench/prefill.sh [MODEL.gguf]     (BUILD=build-dir, PY=python with torch, ROUNDS=N)
 # Dev-only: needs the torch environment; CI does not run it.
 set -eu
 MODEL=${1:-$HOME/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 BUILD=${BUILD:-build}
 PY=${PY:-python3}
-B=16 T=128 R=5 THREADS=2
+B=16 T=128 R=3 THREADS=2
 
-peak=$("$BUILD/bench_forward" --sgemm-peak --threads $THREADS | awk '{print $(NF-1)}')
-rg=$("$BUILD/bench_forward" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R | tail -1)
-rg_tps=$(echo "$rg" | awk '{print $2}')
-rg_gf=$(echo "$rg" | awk '{print $4}')
+# shellcheck source=bench/rounds.sh
+. "$(dirname "$0")/rounds.sh"
 
-torch_tps=$(OMP_NUM_THREADS=$THREADS "$PY" - "$MODEL" $B $T $R $THREADS <<'PYEOF' 2>/dev/null
+# refgeo_prefill prints "tokens/s GFLOP/s share" of one bench_forward run.
+refgeo_prefill() {
+  "$BUILD/bench_forward" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --share |
+    tail -1 | awk '{ sub(/%/, "", $6); print $2, $4, $6 }'
+}
+
+torch_prefill() {
+  OMP_NUM_THREADS=$THREADS "$PY" - "$MODEL" $B $T $R $THREADS <<'PYEOF' 2>/dev/null
 import os, statistics, sys, time
 import torch
 from transformers import AutoModelForCausalLM
@@ -37,10 +45,22 @@ with torch.inference_mode():
             rates.append(B * T / (time.perf_counter() - t0))
 print(f"{statistics.median(rates):.1f}")
 PYEOF
-)
+}
+
 sh "$(dirname "$0")/cpu_info.sh"
-echo "refgeo: $rg_tps tokens/s ($rg_gf GFLOP/s)"
-echo "torch:  $torch_tps tokens/s"
-awk -v a="$rg_tps" -v b="$torch_tps" -v g="$rg_gf" -v p="$peak" 'BEGIN {
-  printf "ratio refgeo/torch: %.2f\n", a / b
-  printf "refgeo GFLOP/s share of sgemm peak (%.1f GFLOP/s): %.0f%%\n", p, 100 * g / p }'
+ratios="" shares=""
+r=1
+while [ $r -le "$ROUNDS" ]; do
+  play_round "$r" refgeo_prefill torch_prefill
+  torch_tps=$round_torch
+  read -r rg_tps rg_gf rg_share <<EOF
+$round_refgeo
+EOF
+  ratio=$(awk -v a="$rg_tps" -v b="$torch_tps" 'BEGIN { printf "%.2f", a / b }')
+  echo "round $r ($(first_of "$r") first): refgeo $rg_tps tokens/s ($rg_gf GFLOP/s, $rg_share% of the sgemm peak)," \
+    "torch $torch_tps tokens/s, ratio refgeo/torch $ratio"
+  ratios="$ratios $ratio" shares="$shares $rg_share"
+  r=$((r + 1))
+done
+echo "ratio refgeo/torch: $(echo "$ratios" | median) (median of $ROUNDS rounds:$ratios)"
+echo "refgeo GFLOP/s share of sgemm peak: $(echo "$shares" | median)% (median of $ROUNDS rounds:$shares)"

@@ -2,28 +2,40 @@
 # train_step.sh: one full-parameter training step (forward, next-token cross
 # entropy at every position, backward, gradient clipping, AdamW) of refgeo vs
 # torch on this machine: same GGUF-derived float32 weights, 2 threads each,
-# batch 4 x 128 random tokens, median of 5 steps each after one warm-up step.
-# Prints both step times and the ratio torch/refgeo (> 1: refgeo faster).
+# batch 4 x 128 random tokens, median of 3 steps each after one warm-up step,
+# in ROUNDS (3) rounds of refgeo and torch back to back (bench/rounds.sh says
+# why). Prints refgeo's per-step breakdown, each round's step times and ratio
+# torch/refgeo (> 1: refgeo faster), and the median of the rounds' ratios.
 # LORA=R trains rank-R LoRA adapters (alpha 16, dropout 0) on q k v o over the
 # frozen float32 base instead: refgeo's --lora-rank against peft's LoraConfig.
 #
-#   bench/train_step.sh [MODEL.gguf]     (BUILD=build-dir, PY=python with torch [and peft], LORA=R)
+#   bench/train_step.sh [MODEL.gguf]     (BUILD=build-dir, PY=python with torch [and peft], LORA=R,
+#                                         ROUNDS=N)
 # Dev-only: needs the torch environment; CI does not run it.
 set -eu
 MODEL=${1:-$HOME/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 BUILD=${BUILD:-build}
 PY=${PY:-python3}
-B=4 T=128 R=5 THREADS=2
+B=4 T=128 R=3 THREADS=2
 LORA=${LORA:-0}
 # refgeo restarts itself with GOMP_SPINCOUNT=10000 (tools/cli.h,
 # cli_runtime_env); torch runs with its own defaults, its fastest here.
+# shellcheck source=bench/rounds.sh
+. "$(dirname "$0")/rounds.sh"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 
-"$BUILD/bench_train" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --lora-rank "$LORA" |
-  tee /tmp/bench_train.$$
-rg_s=$(awk '/^median/ {print $2}' /tmp/bench_train.$$)
-rm -f /tmp/bench_train.$$
+# refgeo_step prints bench_train's lines to stderr, and its median step time
+# and median backward/forward ratio to stdout.
+refgeo_step() {
+  "$BUILD/bench_train" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R \
+    --lora-rank "$LORA" >"$log"
+  sed 's/^/  refgeo /' "$log" >&2
+  awk '/^median/ {print $2, $NF}' "$log"
+}
 
-torch_s=$(OMP_NUM_THREADS=$THREADS "$PY" - "$MODEL" $B $T $R $THREADS "$LORA" <<'PYEOF' 2>/dev/null
+torch_step() {
+  OMP_NUM_THREADS=$THREADS "$PY" - "$MODEL" $B $T $R $THREADS "$LORA" <<'PYEOF' 2>/dev/null
 import os, statistics, sys, time
 import torch
 from transformers import AutoModelForCausalLM
@@ -52,9 +64,22 @@ for r in range(R + 1):
         times.append(time.perf_counter() - t0)
 print(f"{statistics.median(times):.3f}")
 PYEOF
-)
+}
+
 sh "$(dirname "$0")/cpu_info.sh"
 echo "mode: $([ "$LORA" -gt 0 ] && echo "LoRA rank $LORA on q k v o" || echo full)"
-echo "refgeo: $rg_s s per step"
-echo "torch:  $torch_s s per step"
-awk -v a="$rg_s" -v b="$torch_s" 'BEGIN { printf "ratio torch/refgeo: %.2f\n", b / a }'
+ratios=""
+r=1
+while [ $r -le "$ROUNDS" ]; do
+  play_round "$r" refgeo_step torch_step
+  torch_s=$round_torch
+  read -r rg_s bwd_fwd <<EOF
+$round_refgeo
+EOF
+  ratio=$(awk -v a="$rg_s" -v b="$torch_s" 'BEGIN { printf "%.2f", b / a }')
+  echo "round $r ($(first_of "$r") first): refgeo $rg_s s (backward/forward $bwd_fwd), torch $torch_s s per step," \
+    "ratio torch/refgeo $ratio"
+  ratios="$ratios $ratio"
+  r=$((r + 1))
+done
+echo "ratio torch/refgeo: $(echo "$ratios" | median) (median of $ROUNDS rounds:$ratios)"
