@@ -71,9 +71,9 @@ static void sgemm_peak_free(sgemm_peak *p) {
  * pages. OpenBLAS runs the sgemm on p->threads of its own threads and is set
  * back to 1 after: the CPU backend runs one single-threaded sgemm per OpenMP
  * thread (backend_cpu.c). OpenBLAS's idle threads spin a while before they
- * sleep, on the cores the next prefill wants (a first prefill right after
- * measured 61% of the peak, the next ones 93-96%), so it returns after a
- * pause of half a second. */
+ * sleep, on the cores the next prefill wants, so it returns after a pause of
+ * half a second (without it one first prefill read 61% of the peak and the
+ * next ones 93-96%, though on a shared machine one run proves little). */
 static double sgemm_peak_gflops(const sgemm_peak *p) {
   const int n = p->n;
   openblas_set_num_threads(p->threads);
@@ -159,6 +159,10 @@ int main(int argc, char **argv) {
   float *logits = malloc((size_t)B * m->cfg.vocab_size * sizeof *logits);
   double *tps = malloc((size_t)repeats * sizeof *tps), *gfs = malloc((size_t)repeats * sizeof *gfs);
   double *shares = malloc((size_t)repeats * sizeof *shares);
+  if (!prompts || !lens || !logits || !tps || !gfs || !shares) {
+    fprintf(stderr, "bench_forward: out of memory\n");
+    return 1;
+  }
   uint64_t x = 12345;
   for (int b = 0; b < B; b++) {
     prompts[b] = malloc((size_t)T * sizeof(int32_t));

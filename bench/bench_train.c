@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
   int32_t *ids = malloc((size_t)n * sizeof *ids), *targets = malloc((size_t)R * sizeof *targets);
   int *seq = malloc((size_t)n * sizeof *seq), *rows = malloc((size_t)R * sizeof *rows);
   float *scale = malloc((size_t)R * sizeof *scale), *losses = malloc((size_t)R * sizeof *losses);
-  double *times = malloc((size_t)repeats * sizeof *times), *bwd_over_fwd = malloc((size_t)repeats * sizeof *times);
+  double *times = malloc((size_t)repeats * sizeof *times), *bwd_over_fwd = malloc((size_t)repeats * sizeof *bwd_over_fwd);
   int status = 1;
   if (!o || !ids || !targets || !seq || !rows || !scale || !losses || !times || !bwd_over_fwd) {
     if (o) rg_error_set("bench_train: out of memory");
