@@ -19,10 +19,11 @@ B=16 T=128 R=3 THREADS=2
 # shellcheck source=bench/rounds.sh
 . "$(dirname "$0")/rounds.sh"
 
-# refgeo_prefill prints "tokens/s GFLOP/s share" of one bench_forward run.
+# refgeo_prefill prints "tokens/s GFLOP/s share" of one bench_forward run
+# (its output is taken whole first, so that a failed run stops the script).
 refgeo_prefill() {
-  "$BUILD/bench_forward" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --share |
-    tail -1 | awk '{ sub(/%/, "", $6); print $2, $4, $6 }'
+  out=$("$BUILD/bench_forward" --model "$MODEL" --batch $B --tokens $T --threads $THREADS --repeats $R --share)
+  echo "$out" | tail -1 | awk '{ sub(/%/, "", $6); print $2, $4, $6 }'
 }
 
 torch_prefill() {

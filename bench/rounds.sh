@@ -10,6 +10,9 @@
 #               runs both functions in round R's order; their stdout lands in
 #               $round_refgeo and $round_torch
 ROUNDS=${ROUNDS:-3}
+case $ROUNDS in
+  '' | *[!0-9]* | 0) echo "rounds.sh: ROUNDS must be a positive whole number, not '$ROUNDS'" >&2; exit 2 ;;
+esac
 
 median() {
   tr -s ' \t' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END {
