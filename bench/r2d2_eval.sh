@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# r2d2_eval.sh: the per-checkpoint measurements of an R2D2 series that
+# bench/r2d2_smollm2.sh and bench/r2d2_qwen.sh share. Every stage resumes its
+# outputs: rerun after a kill and it continues.
+#   1. fixed-source GCG test cases made once on the base model (refgeo
+#      attack) for the first $N_ATTACK standard val and test behaviors
+#      ($GCG_STEPS steps of $GCG_WIDTH candidates: scaled down from
+#      HarmBench's 500 x 512 to fit 2 cores);
+#   2. refgeo asr --run-dir per checkpoint, substring classifier (HarmBench's
+#      refusal list), $NEW_TOKENS new tokens: DirectRequest on the standard
+#      val behaviors (trained on) and test behaviors (held out), and the base
+#      model's GCG test cases as FixedSource;
+#   3. over-refusal per checkpoint: the refusal rate on the project's harmless
+#      val prompts, and XSTest's prompts by label with XSTest's string match;
+#   4. capture + geometry --run-dir, refusal scored on $REFUSAL_WORDS (each
+#      must be one token), the first $MAX_VAL val prompts per class.
+#
+#   bench/r2d2_eval.sh RUN OUT MODEL   (BUILD=build, N_ATTACK=5, GCG_STEPS=30, GCG_WIDTH=64,
+#                                       NEW_TOKENS=64, MAX_VAL=8, THREADS=2, REFUSAL_WORDS="I Sorry")
+set -euo pipefail
+if [ $# -ne 3 ]; then echo "usage: $0 RUN_DIR OUT_DIR MODEL" >&2; exit 2; fi
+RUN=$1 OUT=$2 MODEL=$3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+RG="$BUILD/refgeo"
+N_ATTACK=${N_ATTACK:-5}
+GCG_STEPS=${GCG_STEPS:-30}
+GCG_WIDTH=${GCG_WIDTH:-64}
+NEW_TOKENS=${NEW_TOKENS:-64}
+MAX_VAL=${MAX_VAL:-8}
+THREADS=${THREADS:-2}
+REFUSAL_WORDS=${REFUSAL_WORDS:-I Sorry}
+HB="$ROOT/data/harmbench"
+mkdir -p "$OUT"
+
+echo "== GCG test cases on the base model"
+for split in val test; do
+  # the standard behaviors only (the CSVs interleave contextual and copyright ones)
+  python3 -c 'import csv, sys
+r = csv.DictReader(open(sys.argv[1], newline=""))
+w = csv.DictWriter(open(sys.argv[2], "w", newline=""), fieldnames=r.fieldnames)
+w.writeheader()
+w.writerows(x for x in r if x["FunctionalCategory"] == "standard")' \
+    "$HB/harmbench_behaviors_text_$split.csv" "$OUT/standard_$split.csv"
+  cases="$OUT/gcg_base_$split.json"
+  [ -f "$cases" ] || "$RG" attack "$MODEL" --behaviors "$OUT/standard_$split.csv" --limit "$N_ATTACK" \
+    --steps "$GCG_STEPS" --search-width "$GCG_WIDTH" --threads "$THREADS" --out "$cases" --log "$OUT/gcg_base_$split.csv"
+done
+
+echo "== ASR per checkpoint"
+for split in val test; do
+  "$RG" asr --run-dir "$RUN" --behaviors "$HB/harmbench_behaviors_text_$split.csv" --functional-category standard \
+    --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" --out "$OUT/asr_direct_$split"
+  "$RG" asr --run-dir "$RUN" --behaviors "$OUT/standard_$split.csv" --test-cases "$OUT/gcg_base_$split.json" \
+    --functional-category standard --attack-name FixedSourceGCG --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" --out "$OUT/asr_gcg_$split"
+  echo "-- $split: DirectRequest, then the base model's GCG test cases"
+  cat "$OUT/asr_direct_$split/asr.csv" "$OUT/asr_gcg_$split/asr.csv"
+done
+
+echo "== over-refusal: harmless val prompts, XSTest"
+python3 -c 'import csv, json, sys
+rows = json.load(open(sys.argv[1]))
+w = csv.writer(open(sys.argv[2], "w", newline=""))
+w.writerow(["prompt"])
+for r in rows: w.writerow([r["instruction"] if isinstance(r, dict) else r])' \
+  "$ROOT/data/prompts/harmless_val.json" "$OUT/harmless_val.csv"
+"$RG" asr --run-dir "$RUN" --prompts "$OUT/harmless_val.csv" --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" \
+  --out "$OUT/overrefusal"
+cat "$OUT/overrefusal/refusal_rates.csv"
+"$RG" asr --run-dir "$RUN" --prompts "$ROOT/data/xstest/xstest_prompts.csv" --group-column label \
+  --classifier refusal-xstest --max-new-tokens "$NEW_TOKENS" --threads "$THREADS" --out "$OUT/xstest"
+cat "$OUT/xstest/refusal_rates.csv"
+
+echo "== geometry"
+ids=""
+for w in $REFUSAL_WORDS; do
+  id=$("$RG" tokenize "$MODEL" --json "$w" | sed -n 's/.*"ids":\[\([0-9]*\)\].*/\1/p')
+  [ -n "$id" ] || { echo "r2d2_eval: '$w' is not one token of $MODEL" >&2; exit 1; }
+  ids="${ids:+$ids,}$id"
+done
+"$RG" capture --run-dir "$RUN" --out "$OUT/acts.h5" --threads "$THREADS"
+"$RG" geometry --acts "$OUT/acts.h5" --run-dir "$RUN" --refusal-tokens "$ids" --max-val "$MAX_VAL" \
+  --threads "$THREADS" --out "$OUT/geometry"
+echo "refusal tokens: $REFUSAL_WORDS = $ids"
+cat "$OUT/geometry/migration.csv"
