@@ -165,7 +165,7 @@ static void test_bad_counts(void **state) {
       {"generate '{M}' --prompt hi --max-new-tokens 8192", "+ 8192 new tokens exceed the model's context of 8192"},
       {"asr '{M}' --behaviors '{B}' --out asr --limit 1 --max-new-tokens 2147483647",
        "+ 2147483647 new tokens exceed the model's context of 8192 tokens"},
-      {"geometry --acts acts.h5 '{M}' --out geo --max-val -1", "--max-val: -1 is negative"},
+      {"geometry --acts acts.h5 '{M}' --out geo --max-val -1", "--max-val: '-1' is not a whole number"},
       {"generate '{M}' --model '{M}' --prompt hi", "MODEL given twice"},
       {"capture '{M}' --run-dir . --out acts.h5", "exactly one of --model, --run-dir, --manifest"},
   };
@@ -235,7 +235,8 @@ static void test_json_summaries(void **state) {
   cJSON_Delete(c);
   assert_true(rg_path_exists("acts.h5"));
 
-  snprintf(args, sizeof args, "geometry --acts acts.h5 '%s' --out geo --layers 4:5 --max-val 1 --threads 2 --json",
+  snprintf(args, sizeof args, "geometry --acts acts.h5 '%s' --out geo --layers 4:5 --max-val 1 --n-min 2 "
+           "--threads 2 --json",
            g_model);
   cJSON *g = parse_object(expect_ok(args), "geometry --json");
   assert_string_equal(cJSON_GetObjectItem(g, "out")->valuestring, "geo");
@@ -245,7 +246,7 @@ static void test_json_summaries(void **state) {
     snprintf(path, sizeof path, "geo/%s", f->valuestring);
     if (!rg_path_exists(path)) fail_msg("geometry --json lists %s, which was not written", path);
   }
-  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g, "files")), 4);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g, "files")), 10);
   cJSON_Delete(g);
 
   snprintf(args, sizeof args,

@@ -37,8 +37,8 @@ static void test_depth_labels(void **state) {
 
 static void test_tables(void **state) {
   /* Two steps over a 10-layer model with 2 positions; the cap is layer 8. */
-  rg_candidate step0[] = {{-2, 7, -4.0, 1.0, 0.05}, {-1, 2, -3.0, 1.0, 0.05}, {-1, 9, -9.0, 1.0, 0.0}};
-  rg_candidate step1[] = {{-2, 7, -1.0, 1.0, 0.5}, {-1, 2, -3.0, 1.0, 0.05}, {-1, 9, -9.0, 1.0, 0.0}};
+  rg_candidate step0[] = {{-2, 7, -4.0, 1.0, 0.05, NAN}, {-1, 2, -3.0, 1.0, 0.05, NAN}, {-1, 9, -9.0, 1.0, 0.0, NAN}};
+  rg_candidate step1[] = {{-2, 7, -1.0, 1.0, 0.5, NAN}, {-1, 2, -3.0, 1.0, 0.05, NAN}, {-1, 9, -9.0, 1.0, 0.0, NAN}};
   rg_selection_rules rules = rg_selection_rules_default();
   rg_selection sel0, sel1;
   assert_int_equal(rg_select(step0, 3, 10, &rules, &sel0), 0);
@@ -51,8 +51,15 @@ static void test_tables(void **state) {
   char *path = t_tmp_path("carriers.csv");
   assert_int_equal(rg_write_carriers_csv(path, carriers, 6), 0);
   rg_csv *t = read_back(path);
-  assert_int_equal(t->n_cols, 9);
+  assert_int_equal(t->n_cols, 14);
   assert_int_equal(t->n_rows, 6);
+  /* each filter on its own: the capped candidate passes KL and induce */
+  assert_string_equal(cell(t, 2, "pass_layer"), "0");
+  assert_string_equal(cell(t, 2, "pass_kl"), "1");
+  assert_string_equal(cell(t, 2, "pass_induce"), "1");
+  assert_string_equal(cell(t, 2, "pass_finite"), "1");
+  assert_string_equal(cell(t, 3, "pass_kl"), "0");
+  assert_string_equal(cell(t, 3, "pass_layer"), "1");
   assert_string_equal(cell(t, 0, "rank"), "1");
   assert_string_equal(cell(t, 1, "rank"), "2");
   assert_string_equal(cell(t, 2, "reject_reason"), "layer_cap");
@@ -87,8 +94,10 @@ static void test_tables(void **state) {
   path = t_tmp_path("migration.csv");
   assert_int_equal(rg_write_migration_csv(path, mig, 3), 0);
   t = read_back(path);
-  assert_int_equal(t->n_cols, 14);
+  assert_int_equal(t->n_cols, 38);
   assert_string_equal(t->header[13], "matrix");
+  assert_string_equal(cell(t, 2, "status"), "");     /* set by the pipeline, not the selection */
+  assert_string_equal(cell(t, 2, "layer_lo"), "nan"); /* not measured */
   assert_string_equal(cell(t, 1, "best_layer"), "2");
   assert_string_equal(cell(t, 1, "best_pos"), "-1");
   assert_true(strtod(cell(t, 1, "rel_depth"), NULL) == 0.2);
@@ -119,7 +128,8 @@ static void test_tables(void **state) {
   path = t_tmp_path("geometry.csv");
   assert_int_equal(rg_write_geometry_csv(path, &g, 1), 0);
   t = read_back(path);
-  assert_int_equal(t->n_cols, 17);
+  assert_int_equal(t->n_cols, 18);
+  assert_string_equal(t->header[17], "prompts");
   assert_string_equal(cell(t, 0, "hook"), "blocks.5.hook_resid_pre");
   assert_string_equal(cell(t, 0, "n_harmless"), "120");
   assert_string_equal(cell(t, 0, "cos_step0"), "nan");

@@ -11,6 +11,9 @@
  * every candidate of layers 4..5 was rejected in a trial run); a second run
  * with --induce-min 1000 checks the "none admissible" rows.
  *
+ * The reference predates RD's prompt filter and the null, so both are off
+ * here (test_geometry_verdict covers them).
+ *
  * Checks: the activation reader returns the same float32 bits as h5dump's
  * binary export (an independent HDF5 reader); the three tables have RD's
  * shapes and value ranges, are consistent with each other (migration's best
@@ -138,11 +141,13 @@ static int setup(void **state) {
            manifest, acts, g_n_train, g_n_val, prompts, prompts, prompts, prompts);
   run_ok(cmd);
   snprintf(cmd, sizeof cmd,
-           "geometry --acts '%s' --manifest '%s' --out '%s' --layers %d:%d --max-val %d --induce-min -1000 --threads 2",
+           "geometry --acts '%s' --manifest '%s' --out '%s' --layers %d:%d --max-val %d --induce-min -1000 "
+           "--no-prompt-filter --null-size 0 --bootstrap 0 --threads 2",
            acts, manifest, out, LO, HI, g_max_val);
   run_ok(cmd);
   snprintf(cmd, sizeof cmd,
-           "geometry --acts '%s' --model '%s' --out '%s' --layers %d:%d --max-val 2 --induce-min 1000 --threads 2",
+           "geometry --acts '%s' --model '%s' --out '%s' --layers %d:%d --max-val 2 --induce-min 1000 "
+           "--no-prompt-filter --null-size 0 --bootstrap 0 --threads 2",
            acts, model, out_none, LO, LO + 1);
   run_ok(cmd);
   free(prompts);

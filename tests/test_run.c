@@ -46,7 +46,7 @@ static const char TRAIN_INI[] = "[model]\nmodel = %s\nthreads = 2\ncheckpoint_dt
 /* %s: the run dir, then lines added to [run], then to [capture]. */
 static const char RUN_INI[] = "[run]\nout = %s\ntrain_config = train.ini\nthreads = 2\n%s"
                               "[capture]\nn_train = 6\nn_val = 4\n%s"
-                              "[geometry]\nmax_val = 4\n"
+                              "[geometry]\nmax_val = 4\nn_min = 2\n"
                               "[asr]\nbehaviors = %s\nlimit = 3\nmax_new_tokens = 4\n";
 
 static char *g_dir; /* REFGEO_TMP/run-PID: the configs and run dirs */

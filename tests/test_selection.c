@@ -92,14 +92,14 @@ static void test_reference_runs(void **state) {
  * directly from the thresholds' documented inclusive/exclusive sides. */
 static void test_rules_and_reasons(void **state) {
   rg_candidate c[] = {
-      {-1, 0, -1.0, 0.5, 0.1},   /* KL == kl_max: kept (KL <= 0.1) */
-      {-1, 1, -2.0, 0.0, 0.05},  /* induce == 0: kept (induce >= 0) */
-      {-1, 7, -9.0, 1.0, 0.0},   /* layer 7 >= floor(0.8 * 9) = 7: capped */
-      {-1, 2, -5.0, 1.0, 0.11},  /* KL too large */
-      {-1, 3, -5.0, -0.01, 0.0}, /* induce too small */
-      {-1, 4, NAN, 1.0, 0.0},    /* non-finite */
-      {-2, 5, -1.0, 1.0, 0.0},   /* ties with candidate 0 on bypass; pos -2 comes first in RD's loop */
-      {-1, 6, INFINITY, 1.0, 0.0},
+      {-1, 0, -1.0, 0.5, 0.1, NAN},   /* KL == kl_max: kept (KL <= 0.1) */
+      {-1, 1, -2.0, 0.0, 0.05, NAN},  /* induce == 0: kept (induce >= 0) */
+      {-1, 7, -9.0, 1.0, 0.0, NAN},   /* layer 7 >= floor(0.8 * 9) = 7: capped */
+      {-1, 2, -5.0, 1.0, 0.11, NAN},  /* KL too large */
+      {-1, 3, -5.0, -0.01, 0.0, NAN}, /* induce too small */
+      {-1, 4, NAN, 1.0, 0.0, NAN},    /* non-finite */
+      {-2, 5, -1.0, 1.0, 0.0, NAN},   /* ties with candidate 0 on bypass; pos -2 comes first in RD's loop */
+      {-1, 6, INFINITY, 1.0, 0.0, NAN},
   };
   int n = (int)(sizeof c / sizeof c[0]);
   rg_selection_rules rules = rg_selection_rules_default();
@@ -115,6 +115,29 @@ static void test_rules_and_reasons(void **state) {
   assert_int_equal(sel.order[2], 0);
   assert_int_equal(sel.best, 1);
   assert_string_equal(rg_reject_reason_name(sel.reason[2]), "layer_cap");
+  /* Every filter on its own (carriers.csv's pass_* columns): a NaN fails
+   * every comparison it enters, a finite score only its own thresholds. */
+  const unsigned want_fails[] = {0, 0, RG_FAIL_LAYER, RG_FAIL_KL, RG_FAIL_INDUCE, RG_FAIL_NONFINITE, 0,
+                                 RG_FAIL_NONFINITE};
+  for (int i = 0; i < n; i++) assert_int_equal(sel.fails[i], want_fails[i]);
+  rg_selection_free(&sel);
+
+  /* The normalized induce rule: gap share (induce - base_l) / (base_h -
+   * base_l) >= 0.5 with base_h 3, base_l -5: induce 0.5 gives 0.6875, -1.5
+   * gives 0.4375 (rejected), and a zero gap gives NaN (not finite). */
+  rg_candidate g[] = {{-1, 0, -1.0, 0.5, 0.0, rg_induce_normalized(0.5, 3, -5)},
+                      {-1, 1, -2.0, -1.5, 0.0, rg_induce_normalized(-1.5, 3, -5)},
+                      {-1, 2, -3.0, 9.0, 0.0, rg_induce_normalized(9.0, 3, 3)}};
+  assert_true(fabs(g[0].induce_norm - 0.6875) < 1e-15);
+  assert_true(fabs(g[1].induce_norm - 0.4375) < 1e-15);
+  assert_true(isnan(g[2].induce_norm));
+  rg_selection_rules norm = rg_selection_rules_default();
+  norm.induce_rule = RG_INDUCE_NORMALIZED;
+  assert_int_equal(rg_select(g, 3, 9, &norm, &sel), 0);
+  assert_int_equal(sel.fails[0], 0);
+  assert_int_equal(sel.fails[1], RG_FAIL_INDUCE);
+  assert_int_equal(sel.fails[2], RG_FAIL_NONFINITE | RG_FAIL_INDUCE);
+  assert_int_equal(sel.best, 0);
   rg_selection_free(&sel);
 
   /* Without the cap, layer 7's much lower bypass wins. */

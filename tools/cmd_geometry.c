@@ -1,63 +1,89 @@
 /* cmd_geometry: `refgeo geometry --acts FILE.h5 (MODEL | --model PATH |
  * --run-dir DIR [--base PATH] | --manifest CSV [--base PATH]) --out DIR
- * [--kl-max X] [--induce-min X] [--layer-frac F | --no-layer-cap]
- * [--early F --late F] [--refusal-tokens ID,ID] [--layers A:B] [--max-val N]
+ * [--plan-file INI] [plan flags] [--start-over] [--refusal-substrings FILE]
  * [--threads N] [--json]`
  * computes refusal directions, their drift, AUROC and spectra, scores and
- * selects the carriers of every checkpoint (geometry/pipeline.h) and writes
- * into the directory --out geometry.csv, carriers.csv and migration.csv
- * (docs/csv-formats.md) and directions.h5. --json prints {"acts", "out",
- * "steps", "files"} on stdout.
- * The model is needed for the refusal scores (the default refusal token is
- * that of "I" in its tokenizer; --refusal-tokens names others).
+ * selects the carriers of every checkpoint and decides whether the carrier
+ * migrates (geometry/pipeline.h, docs/geometry-verdict.md). It writes into
+ * --out the plan (plan.ini, plan.sha256), geometry.csv, carriers.csv,
+ * migration.csv, sensitivity.csv, pareto.csv, prompt_scores.csv
+ * (docs/csv-formats.md), directions.h5 and verdict.json. --json prints
+ * {"acts", "out", "steps", "files"} on stdout.
+ * The plan (verdict_plan.h) starts from its defaults, takes an INI file's
+ * [verdict] section (--plan-file), then the flags below; a directory scored
+ * under another plan is refused unless --start-over.
  * --layer-frac F keeps candidates with layer < floor(F * L) (RD: 0.8).
  * --layers A:B restricts the scored candidates to layers A..B-1 (speed; the
  * geometry rows still cover every layer). Progress goes to stderr. */
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_data.h"
 #include "cli_series.h"
 #include "commands.h"
 #include "geometry/pipeline.h"
 #include "util/error.h"
 
-enum { MAX_REFUSAL = 16 };
+/* The plan's flags: each sets the plan key of the same name. Unset values
+ * are NULL, NaN or INT_MIN. */
+typedef struct {
+  const char *flag, *key;
+  cli_kind type;
+  const char *help;
+} plan_flag;
 
-static int parse_refusal(const char *list, int32_t *ids, int *n) {
-  *n = 0;
-  const char *p = list;
-  while (*p) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ','))
-      return rg_error_set("--refusal-tokens: '%s' is not a comma-separated list of token ids", list);
-    if (*n == MAX_REFUSAL) return rg_error_set("--refusal-tokens: more than %d ids", MAX_REFUSAL);
-    ids[(*n)++] = (int32_t)v;
-    p = *end ? end + 1 : end;
+static const plan_flag PLAN_FLAGS[] = {
+    {"refusal-tokens", "refusal_tokens", CLI_STRING,
+     "refusal score tokens: auto (fitted to each checkpoint's refusals), rd (the token of \"I\", the default) or "
+     "ids A,B"},
+    {"auto-coverage", "auto_coverage", CLI_FLOAT, "auto: share of refusals the tokens must open (0.9)"},
+    {"reply-tokens", "reply_tokens", CLI_INT, "new tokens of the judged greedy replies (32)"},
+    {"n-min", "n_min", CLI_INT, "fewer kept harmful train prompts: no refusal to carry (8)"},
+    {"kl-max", "kl_max", CLI_FLOAT, "admissible if KL <= X, the KL budget (0.1)"},
+    {"induce-rule", "induce_rule", CLI_STRING, "rd (induce >= --induce-min) or normalized (gap share >= --induce-frac-min)"},
+    {"induce-min", "induce_min", CLI_FLOAT, "rd rule: admissible if induce >= X (0)"},
+    {"induce-frac-min", "induce_frac_min", CLI_FLOAT, "normalized rule: admissible if the gap share >= X (0.5)"},
+    {"early", "early", CLI_FLOAT, "band early if depth < F (0.3333)"},
+    {"late", "late", CLI_FLOAT, "band late if depth >= F (0.6667)"},
+    {"max-val", "max_val", CLI_INT, "score the first N kept val prompts per class (all)"},
+    {"layers", "layers", CLI_STRING, "score candidates of layers A..B-1 only (all)"},
+    {"null-size", "null_size", CLI_INT, "random unit directions of the null (16; 0: no null)"},
+    {"bootstrap", "bootstrap", CLI_INT, "bootstrap resamples of the val prompts (1000; 0: none)"},
+    {"score-auroc-min", "score_auroc_min", CLI_FLOAT, "call the refusal score valid at this AUROC or above (0.9)"},
+    {"seed", "seed", CLI_INT, "seed of the null directions and the bootstrap (42)"},
+};
+enum { N_PLAN_FLAGS = (int)(sizeof PLAN_FLAGS / sizeof PLAN_FLAGS[0]) };
+
+typedef struct {
+  const char *s[N_PLAN_FLAGS];
+  double d[N_PLAN_FLAGS];
+  int i[N_PLAN_FLAGS];
+} plan_values;
+
+/* Flag I's value as the plan reads it, or NULL when it was not given. */
+static const char *plan_value(const plan_values *v, int i, char *buf, size_t len) {
+  switch (PLAN_FLAGS[i].type) {
+    case CLI_FLOAT:
+      if (isnan(v->d[i])) return NULL;
+      snprintf(buf, len, "%.17g", v->d[i]);
+      return buf;
+    case CLI_INT:
+      if (v->i[i] == INT_MIN) return NULL;
+      snprintf(buf, len, "%d", v->i[i]);
+      return buf;
+    default:
+      return v->s[i];
   }
-  return *n ? 0 : rg_error_set("--refusal-tokens: no ids");
-}
-
-static int parse_layers(const char *spec, int *lo, int *hi) {
-  char *end;
-  long a = strtol(spec, &end, 10);
-  if (end == spec || *end != ':') return rg_error_set("--layers: '%s' is not A:B", spec);
-  const char *q = end + 1;
-  long b = strtol(q, &end, 10);
-  if (end == q || *end || a < 0 || b <= a || b > 1 << 20)
-    return rg_error_set("--layers: '%s' is not A:B with 0 <= A < B", spec);
-  *lo = (int)a;
-  *hi = (int)b;
-  return 0;
 }
 
 static int print_summary(const char *acts, const char *out, const rg_checkpoint_series *s) {
-  static const char *const FILES[] = {"geometry.csv", "carriers.csv", "migration.csv", "directions.h5"};
+  static const char *const FILES[] = {"plan.ini",          "plan.sha256", "geometry.csv",  "carriers.csv",
+                                      "migration.csv",     "sensitivity.csv", "pareto.csv", "prompt_scores.csv",
+                                      "directions.h5",     "verdict.json"};
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "acts", acts);
   cJSON_AddStringToObject(o, "out", out);
@@ -68,64 +94,78 @@ static int print_summary(const char *acts, const char *out, const rg_checkpoint_
   return cli_print_json(o);
 }
 
+/* The plan: defaults, then --plan-file's [verdict], then the flags. */
+static int build_plan(rg_verdict_plan *p, const char *plan_file, const plan_values *values, double layer_frac,
+                      bool no_filter, bool no_cap) {
+  if (plan_file && rg_verdict_plan_read(p, plan_file) < 0) return -1;
+  for (int i = 0; i < N_PLAN_FLAGS; i++) {
+    char where[64], buf[64];
+    const char *v = plan_value(values, i, buf, sizeof buf);
+    snprintf(where, sizeof where, "--%s", PLAN_FLAGS[i].flag);
+    if (v && rg_verdict_plan_set(p, PLAN_FLAGS[i].key, v, where) < 0) return -1;
+  }
+  if (!isnan(layer_frac)) { /* unset keeps RD's prune_frac 0.2 exactly */
+    if (!(layer_frac > 0 && layer_frac <= 1)) return rg_error_set("--layer-frac: %g is not in (0, 1]", layer_frac);
+    p->rules.prune_frac = 1.0 - layer_frac;
+  }
+  if (no_filter) p->prompt_filter = false;
+  if (no_cap) p->rules.layer_cap = false;
+  return rg_verdict_plan_check(p);
+}
+
 int cmd_geometry(int argc, char **argv) {
   cli_series cs = {0};
-  const char *acts = NULL, *out = NULL, *refusal = NULL, *layers = NULL;
-  bool json = false;
+  const char *acts = NULL, *out = NULL, *plan_file = NULL, *substrings = NULL;
+  double layer_frac = NAN;
+  plan_values values = {0};
+  for (int i = 0; i < N_PLAN_FLAGS; i++) values.d[i] = NAN, values.i[i] = INT_MIN;
+  bool json = false, no_filter = false, no_cap = false;
   rg_geometry_opts o = rg_geometry_opts_default();
-  double layer_frac = NAN; /* unset: keep RD's prune_frac 0.2 exactly */
-  bool no_cap = false;
   o.log = cli_log();
-  const cli_opt opts[] = {
-      {"acts", CLI_STRING, &acts, "activation file written by refgeo capture"},
-      CLI_SERIES_OPTS(&cs),
-      {"out", CLI_STRING, &out, "output directory (created) for the CSV tables and directions.h5"},
-      {"kl-max", CLI_FLOAT, &o.rules.kl_max, "admissible if KL <= X (0.1)"},
-      {"induce-min", CLI_FLOAT, &o.rules.induce_min, "admissible if induce >= X (0)"},
-      {"layer-frac", CLI_FLOAT, &layer_frac, "admissible if layer < floor(F * L) (0.8)"},
-      {"no-layer-cap", CLI_BOOL, &no_cap, "no layer cap"},
-      {"early", CLI_FLOAT, &o.depth.early_below, "label early if depth < F (0.3333)"},
-      {"late", CLI_FLOAT, &o.depth.late_from, "label late if depth >= F (0.6667)"},
-      {"refusal-tokens", CLI_STRING, &refusal, "refusal token ids (default: the token of \"I\")"},
-      {"layers", CLI_STRING, &layers, "score candidates of layers A..B-1 only (all)"},
-      {"max-val", CLI_INT, &o.max_val, "use the first N val prompts per class (all)"},
-      {"threads", CLI_INT, &o.threads, "CPU threads (all)"},
-      {"json", CLI_BOOL, &json, "print a summary of the run as JSON"},
-  };
+  cli_opt opts[N_PLAN_FLAGS + 16];
+  int n_opts = 0;
+  opts[n_opts++] = (cli_opt){"acts", CLI_STRING, &acts, "activation file written by refgeo capture"};
+  const cli_opt series_opts[] = {CLI_SERIES_OPTS(&cs)};
+  for (size_t i = 0; i < sizeof series_opts / sizeof series_opts[0]; i++) opts[n_opts++] = series_opts[i];
+  opts[n_opts++] = (cli_opt){"out", CLI_STRING, &out, "output directory (created) for the tables and verdict"};
+  opts[n_opts++] = (cli_opt){"plan-file", CLI_STRING, &plan_file, "INI file whose [verdict] section sets the plan"};
+  for (int i = 0; i < N_PLAN_FLAGS; i++) {
+    void *dst = PLAN_FLAGS[i].type == CLI_FLOAT ? (void *)&values.d[i]
+                : PLAN_FLAGS[i].type == CLI_INT ? (void *)&values.i[i]
+                                                : (void *)&values.s[i];
+    opts[n_opts++] = (cli_opt){PLAN_FLAGS[i].flag, PLAN_FLAGS[i].type, dst, PLAN_FLAGS[i].help};
+  }
+  opts[n_opts++] = (cli_opt){"no-prompt-filter", CLI_BOOL, &no_filter, "score every prompt (RD filters them)"};
+  opts[n_opts++] = (cli_opt){"layer-frac", CLI_FLOAT, &layer_frac, "admissible if layer < floor(F * L) (0.8)"};
+  opts[n_opts++] = (cli_opt){"no-layer-cap", CLI_BOOL, &no_cap, "no layer cap"};
+  opts[n_opts++] = (cli_opt){"start-over", CLI_BOOL, &o.start_over, "replace results scored under another plan"};
+  opts[n_opts++] = (cli_opt){"refusal-substrings", CLI_STRING, &substrings,
+                             "HarmBench refusal_substrings.json, the judge of replies (data/harmbench/)"};
+  opts[n_opts++] = (cli_opt){"threads", CLI_INT, &o.threads, "CPU threads (all)"};
+  opts[n_opts++] = (cli_opt){"json", CLI_BOOL, &json, "print a summary of the run as JSON"};
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                     "--acts FILE.h5 " CLI_SERIES_USAGE " --out DIR [flags]\n\nexample: refgeo geometry --acts runs/demo/acts.h5 --run-dir runs/demo --max-val 8 --out runs/demo/geometry", pos, 1, &n_pos);
+  int rc = cli_parse(argc, argv, opts, n_opts,
+                     "--acts FILE.h5 " CLI_SERIES_USAGE " --out DIR [flags]\n\nexample: refgeo geometry --acts "
+                     "runs/demo/acts.h5 --run-dir runs/demo --refusal-tokens auto --max-val 8 --out runs/demo/geometry",
+                     pos, 1, &n_pos);
   if (rc != 0) return rc > 0 ? 0 : cli_fail();
   if (cli_take_model(&cs.model, pos, &n_pos) < 0) return cli_fail();
   if (!acts || !out) {
     rg_error_set("--acts and --out are required");
     return cli_fail();
   }
-  if (o.max_val < 0) { /* 0 is the library's "all" */
-    rg_error_set("--max-val: %d is negative", o.max_val);
+  if (build_plan(&o.plan, plan_file, &values, layer_frac, no_filter, no_cap) < 0) return cli_fail();
+  char *default_substrings = substrings ? NULL : cli_data_path("harmbench/refusal_substrings.json");
+  o.refusal_substrings = substrings ? substrings : default_substrings;
+  rg_checkpoint_series *s = o.refusal_substrings ? cli_series_open(&cs) : NULL;
+  if (!s) {
+    free(default_substrings);
     return cli_fail();
   }
-  if (!isnan(layer_frac) && !(layer_frac > 0 && layer_frac <= 1)) {
-    rg_error_set("--layer-frac: %g is not in (0, 1]", layer_frac);
-    return cli_fail();
-  }
-  if (!(o.depth.early_below >= 0 && o.depth.early_below <= o.depth.late_from && o.depth.late_from <= 1)) {
-    rg_error_set("--early/--late: need 0 <= early <= late <= 1 (got %g, %g)", o.depth.early_below, o.depth.late_from);
-    return cli_fail();
-  }
-  if (!isnan(layer_frac)) o.rules.prune_frac = 1.0 - layer_frac;
-  o.rules.layer_cap = !no_cap;
-  int32_t ids[MAX_REFUSAL];
-  if (refusal) {
-    if (parse_refusal(refusal, ids, &o.n_refusal) < 0) return cli_fail();
-    o.refusal_ids = ids;
-  }
-  if (layers && parse_layers(layers, &o.layer_lo, &o.layer_hi) < 0) return cli_fail();
-  rg_checkpoint_series *s = cli_series_open(&cs);
-  if (!s) return cli_fail();
   rc = rg_geometry_run(acts, s, out, &o);
   if (rc == 0 && json) rc = print_summary(acts, out, s);
   rg_checkpoints_free(s);
+  free(default_substrings);
   return rc < 0 ? cli_fail() : 0;
 }

@@ -200,11 +200,19 @@ static int plan_capture(plan *p, const char *acts) {
   return (s->output = strdup(acts)) ? 0 : rg_error_set("out of memory");
 }
 
+/* A [verdict] section is the analysis plan: geometry reads it from
+ * RUN/run.ini, the config as resolved (--set included). */
 static int plan_geometry(plan *p, const char *acts, const char *geo) {
   stage *s = new_stage(p, STAGE_GEOMETRY, "geometry", run_config_section(&p->cfg, "geometry"));
   if (!s || add_flag(s, "acts", acts) < 0 || add_source(s, p) < 0 || add_flag(s, "out", geo) < 0 ||
       add_threads(s, p) < 0 || add_section_flags(s, s->keys, NULL, p->run_dir) < 0)
     return -1;
+  if (run_config_section(&p->cfg, "verdict")) {
+    char *resolved = in_run(p, "run.ini");
+    int rc = resolved ? add_flag(s, "plan-file", resolved) : rg_error_set("out of memory");
+    free(resolved);
+    if (rc < 0) return -1;
+  }
   return (s->output = rg_path_join(geo, "migration.csv")) ? 0 : rg_error_set("out of memory");
 }
 

@@ -12,7 +12,7 @@
 #include "util/ini_lines.h"
 
 static const char *const RUN_KEYS[] = {"out", "stages", "train_config", "run_dir", "manifest", "model", "threads"};
-static const char *const STAGE_SECTIONS[] = {"run", "train", "capture", "geometry", "repro", "report", "asr"};
+static const char *const STAGE_SECTIONS[] = {"run", "train", "capture", "geometry", "verdict", "repro", "report", "asr"};
 
 typedef struct {
   run_config *c;
@@ -57,7 +57,7 @@ static run_section *section_named(run_config *c, const char *name, const char *w
   for (int i = 0; i < c->n_sections; i++)
     if (strcmp(c->sections[i].name, name) == 0) return &c->sections[i];
   if (!known_section(name)) {
-    rg_error_set("%s: unknown section [%s] (run, train, capture, geometry, asr, asr NAME, repro, report)", where,
+    rg_error_set("%s: unknown section [%s] (run, train, capture, geometry, verdict, asr, asr NAME, repro, report)", where,
                  name);
     return NULL;
   }

@@ -23,6 +23,7 @@ typedef struct {
   double auroc;                      /* harmful vs harmless projections onto r */
   rg_spectrum_measures spectrum;
   const char *matrix; /* what the spectrum was computed on */
+  const char *prompts; /* "filtered" (RD's prompt filter) or "all" */
 } rg_geometry_row;
 
 int rg_write_geometry_csv(const char *path, const rg_geometry_row *rows, int n);
@@ -32,7 +33,8 @@ typedef struct {
   long step;
   rg_candidate c;
   rg_reject_reason reason;
-  int rank; /* 0-based among the step's survivors, -1 if rejected */
+  unsigned fails; /* RG_FAIL_* bits: the pass_* columns */
+  int rank;       /* 0-based among the step's survivors, -1 if rejected */
 } rg_carrier_row;
 
 /* The n_candidates rows of one step's selection, into out[sel->n_candidates]. */
@@ -42,5 +44,39 @@ int rg_write_carriers_csv(const char *path, const rg_carrier_row *rows, int n);
 
 /* migration.csv: one row per step. */
 int rg_write_migration_csv(const char *path, const rg_migration_row *rows, int n);
+
+/* sensitivity.csv: one row per step and KL budget (reported, never deciding). */
+typedef struct {
+  long step;
+  double kl_max;
+  int n_admissible;
+  int best_pos, best_layer; /* best_layer -1: none admissible */
+  double best_bypass;
+} rg_sensitivity_row;
+
+int rg_write_sensitivity_csv(const char *path, const rg_sensitivity_row *rows, int n);
+
+/* pareto.csv: the candidates no other candidate beats on both bypass and KL. */
+typedef struct {
+  long step;
+  int pos, layer;
+  double bypass, kl;
+} rg_pareto_row;
+
+int rg_write_pareto_csv(const char *path, const rg_pareto_row *rows, int n);
+
+/* prompt_scores.csv: every per-prompt score behind a step's means (long form). */
+typedef struct {
+  long step;
+  const char *kind;    /* "candidate", "null" or "base" (static) */
+  int pos, layer;      /* candidate only */
+  int null_index;      /* null only */
+  const char *split;   /* "harmful_val" or "harmless_val" (static) */
+  int prompt;          /* index in the activation file's split */
+  const char *measure; /* "bypass", "kl", "induce" or "score" (static) */
+  double value;
+} rg_prompt_score_row;
+
+int rg_write_prompt_scores_csv(const char *path, const rg_prompt_score_row *rows, long n);
 
 #endif

@@ -18,8 +18,27 @@ const char *rg_depth_label(double rel_depth, const rg_depth_thresholds *t) {
 void rg_migration_row_fill(rg_migration_row *row, long step, const rg_candidate *c, const rg_selection *sel,
                            int n_layers, const rg_depth_thresholds *t, const double *dir, const double *dir_step0,
                            int d) {
-  row->step = step;
-  row->n_admissible = sel->n_admissible;
+  /* every field the pipeline fills later starts as "not measured" */
+  *row = (rg_migration_row){.step = step,
+                            .status = "",
+                            .n_admissible = sel->n_admissible,
+                            .spectrum = {NAN, NAN, NAN},
+                            .matrix = "none",
+                            .refusal_tokens = "",
+                            .refusal_coverage = NAN,
+                            .score_auroc = NAN,
+                            .base_harmful = NAN,
+                            .base_harmless = NAN,
+                            .null_bypass_p5 = NAN,
+                            .carrier_share = NAN,
+                            .layer_lo = NAN,
+                            .layer_hi = NAN,
+                            .bypass_lo = NAN,
+                            .bypass_hi = NAN,
+                            .induce_lo = NAN,
+                            .induce_hi = NAN,
+                            .kl_lo = NAN,
+                            .kl_hi = NAN};
   if (sel->best < 0) {
     row->best_pos = 0;
     row->best_layer = -1;

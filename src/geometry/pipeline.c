@@ -1,3 +1,5 @@
+/* pipeline.c: refgeo geometry over a checkpoint series, step by step, to
+ * the tables, directions.h5 and verdict.json (the flow is in pipeline.h). */
 #include "geometry/pipeline.h"
 
 #include <math.h>
@@ -7,43 +9,61 @@
 
 #include "capture/acts_h5_read.h"
 #include "geometry/auroc.h"
+#include "geometry/bootstrap.h"
 #include "geometry/diff_means.h"
 #include "geometry/directions_h5.h"
 #include "geometry/geometry_csv.h"
 #include "geometry/linalg.h"
 #include "geometry/scores.h"
 #include "geometry/spectrum.h"
+#include "geometry/step_prompts.h"
+#include "geometry/verdict.h"
+#include "geometry/verdict_json.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/progress.h"
+#include "util/rng.h"
 
-rg_geometry_opts rg_geometry_opts_default(void) {
-  return (rg_geometry_opts){.rules = rg_selection_rules_default(), .depth = rg_depth_thresholds_default()};
-}
+rg_geometry_opts rg_geometry_opts_default(void) { return (rg_geometry_opts){.plan = rg_verdict_plan_default()}; }
 
 static const double DEG = 180.0 / M_PI;
-enum { HOOK_NAME_LEN = 48 };
+enum { HOOK_NAME_LEN = 48, TOKENS_LEN = 200 };
+
+/* The KL budgets of the sensitivity table (reported, never deciding). */
+static const double SENSITIVITY_TAU[] = {0.05, 0.1, 0.2, 0.5, 1.0};
+enum { N_TAU = (int)(sizeof SENSITIVITY_TAU / sizeof SENSITIVITY_TAU[0]) };
 
 /* Everything the run accumulates across steps. */
 typedef struct {
   const rg_geometry_opts *o;
+  const rg_verdict_plan *plan;
   const rg_checkpoint_series *series;
   rg_acts_reader *rd;
+  rg_refusal_list *judge;
   int L, d, n_pos, lo, hi;
   struct timespec t0;
-  char *geo_path, *car_path, *mig_path, *dir_path;
+  char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *verdict_path;
+  char plan_sha[65];
   rg_geometry_row *geo; /* [n_steps * L * n_pos] */
   char (*hooks)[HOOK_NAME_LEN];
   int n_geo;
   rg_carrier_row *car; /* [n_steps * n_cand] */
   int n_car;
   rg_migration_row *mig; /* [n_steps] */
+  char (*tokens)[TOKENS_LEN]; /* [n_steps]: migration.csv's refusal_tokens */
+  rg_verdict_step *vsteps;    /* [n_steps] */
+  rg_sensitivity_row *sens;   /* [n_steps * N_TAU] */
+  int n_sens;
+  rg_pareto_row *pareto; /* [n_steps * n_cand] */
+  int n_pareto;
+  rg_prompt_score_row *pscores;
+  long n_pscores, cap_pscores;
   double *dirs0, *prev, *cur; /* [n_pos][L][d] */
   double *best0;              /* step 0's best carrier direction */
   float *dirs_f32;            /* [n_steps][L][n_pos][d]: every step's directions, for directions.h5 */
   rg_directions_step *dir_steps; /* [n_steps] */
-  int have_best0;             /* 0 when step 0 had no admissible carrier */
+  int have_best0;             /* 0 when step 0 had no carrier */
 } run_state;
 
 static double elapsed(const run_state *st) {
@@ -61,57 +81,103 @@ static const float *act_at(const run_state *st, const float *acts, int n, int l,
   return acts + (((size_t)l * n + i) * st->n_pos + pi) * st->d;
 }
 
-static void rows_to_double(const run_state *st, const float *acts, int n, int l, int pi, double *X) {
-  for (int i = 0; i < n; i++) {
-    const float *x = act_at(st, acts, n, l, i, pi);
+/* The rows of the prompts in IDX[m] of a site array into X[m][d]. */
+static void rows_to_double(const run_state *st, const float *acts, int n, const int *idx, int m, int l, int pi,
+                           double *X) {
+  for (int i = 0; i < m; i++) {
+    const float *x = act_at(st, acts, n, l, idx[i], pi);
     for (int k = 0; k < st->d; k++) X[(size_t)i * st->d + k] = x[k];
   }
 }
 
-static rg_spectrum_measures nan_spectrum(void) { return (rg_spectrum_measures){NAN, NAN, NAN}; }
+static double mean_of(const double *x, int n) {
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += x[i];
+  return sum / n;
+}
 
-/* Reads both train splits of STEP and fills cur (directions) and DM. */
-static int load_train(run_state *st, long step, float **harm, int *nh, float **harmless, int *nl, rg_diff_means **dm) {
+/* A step's train activations and which of their prompts the directions use. */
+typedef struct {
+  float *harm, *harmless;
+  int nh_all, nl_all;  /* prompts in the file */
+  int *hi, *li, nh, nl; /* the prompts used */
+  const char *prompts;  /* "filtered" or "all" */
+} train_set;
+
+static void train_set_free(train_set *t) {
+  free(t->harm);
+  free(t->harmless);
+  free(t->hi);
+  free(t->li);
+}
+
+/* Indices of the kept prompts of KEEP[n] (all when USE_ALL) into *IDX. */
+static int pick(const bool *keep, int n, bool use_all, int **idx, int *m) {
+  *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof **idx);
+  if (!*idx) return rg_error_set("geometry: out of memory");
+  *m = 0;
+  for (int i = 0; i < n; i++)
+    if (use_all || keep[i]) (*idx)[(*m)++] = i;
+  return 0;
+}
+
+/* Reads both train splits of STEP, picks their prompts and fills DM. */
+static int load_train(run_state *st, long step, const rg_step_prompts *sp, train_set *t, rg_diff_means **dm) {
   int pos_h = 0, pos_l = 0;
-  if (rg_acts_read_site(st->rd, step, "harmful_train", RG_HOOK_RESID_PRE, harm, nh, &pos_h) < 0 ||
-      rg_acts_read_site(st->rd, step, "harmless_train", RG_HOOK_RESID_PRE, harmless, nl, &pos_l) < 0)
+  if (rg_acts_read_site(st->rd, step, "harmful_train", RG_HOOK_RESID_PRE, &t->harm, &t->nh_all, &pos_h) < 0 ||
+      rg_acts_read_site(st->rd, step, "harmless_train", RG_HOOK_RESID_PRE, &t->harmless, &t->nl_all, &pos_l) < 0)
     return -1;
   if (pos_h != pos_l || (st->n_pos && pos_h != st->n_pos))
     return rg_error_set("%s: step %ld: eoi position counts differ (%d harmful, %d harmless, %d before)",
                         rg_acts_reader_path(st->rd), step, pos_h, pos_l, st->n_pos);
+  if (t->nh_all != sp->total[RG_SPLIT_HARMFUL_TRAIN] || t->nl_all != sp->total[RG_SPLIT_HARMLESS_TRAIN])
+    return rg_error_set("%s: step %ld: %d/%d train activations but %d/%d train prompts", rg_acts_reader_path(st->rd),
+                        step, t->nh_all, t->nl_all, sp->total[RG_SPLIT_HARMFUL_TRAIN],
+                        sp->total[RG_SPLIT_HARMLESS_TRAIN]);
   st->n_pos = pos_h;
+  /* a class the filter empties leaves no difference to take: use every prompt */
+  bool use_all = !sp->kept[RG_SPLIT_HARMFUL_TRAIN] || !sp->kept[RG_SPLIT_HARMLESS_TRAIN];
+  t->prompts = use_all || !st->plan->prompt_filter ? "all" : "filtered";
+  if (pick(sp->keep[RG_SPLIT_HARMFUL_TRAIN], t->nh_all, use_all, &t->hi, &t->nh) < 0 ||
+      pick(sp->keep[RG_SPLIT_HARMLESS_TRAIN], t->nl_all, use_all, &t->li, &t->nl) < 0)
+    return -1;
   if (!*dm && !(*dm = rg_diff_means_new(st->n_pos, st->L, st->d))) return -1;
   for (int l = 0; l < st->L; l++)
     for (int pi = 0; pi < st->n_pos; pi++) {
-      for (int i = 0; i < *nh; i++) rg_diff_means_add(*dm, RG_HARMFUL, pi, l, act_at(st, *harm, *nh, l, i, pi));
-      for (int i = 0; i < *nl; i++) rg_diff_means_add(*dm, RG_HARMLESS, pi, l, act_at(st, *harmless, *nl, l, i, pi));
+      for (int i = 0; i < t->nh; i++) rg_diff_means_add(*dm, RG_HARMFUL, pi, l, act_at(st, t->harm, t->nh_all, l, t->hi[i], pi));
+      for (int i = 0; i < t->nl; i++)
+        rg_diff_means_add(*dm, RG_HARMLESS, pi, l, act_at(st, t->harmless, t->nl_all, l, t->li[i], pi));
     }
   return 0;
 }
 
-static int alloc_dirs(run_state *st) {
+static int alloc_state(run_state *st) {
   size_t n = (size_t)st->n_pos * st->L * st->d;
+  int n_steps = st->series->n, n_cand = st->n_pos * (st->hi - st->lo);
   st->dirs0 = malloc(n * sizeof(double));
   st->prev = malloc(n * sizeof(double));
   st->cur = malloc(n * sizeof(double));
-  int n_steps = st->series->n, n_cand = st->n_pos * (st->hi - st->lo);
   st->geo = calloc((size_t)n_steps * st->L * st->n_pos, sizeof *st->geo);
   st->hooks = calloc((size_t)n_steps * st->L * st->n_pos, sizeof *st->hooks);
   st->car = calloc((size_t)n_steps * n_cand, sizeof *st->car);
   st->mig = calloc((size_t)n_steps, sizeof *st->mig);
+  st->tokens = calloc((size_t)n_steps, sizeof *st->tokens);
+  st->vsteps = calloc((size_t)n_steps, sizeof *st->vsteps);
+  st->sens = calloc((size_t)n_steps * N_TAU, sizeof *st->sens);
+  st->pareto = calloc((size_t)n_steps * n_cand, sizeof *st->pareto);
   st->best0 = malloc((size_t)st->d * sizeof(double));
   st->dirs_f32 = malloc((size_t)n_steps * n * sizeof(float));
   st->dir_steps = calloc((size_t)n_steps, sizeof *st->dir_steps);
-  if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->best0 ||
-      !st->dirs_f32 || !st->dir_steps)
+  if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->tokens ||
+      !st->vsteps || !st->sens || !st->pareto || !st->best0 || !st->dirs_f32 || !st->dir_steps)
     return rg_error_set("geometry: out of memory");
   return 0;
 }
 
 /* geometry.csv rows of one step (directions in st->cur). */
-static int geometry_rows(run_state *st, int si, const float *harm, int nh, const float *harmless, int nl,
-                         const rg_diff_means *dm) {
+static int geometry_rows(run_state *st, int si, const train_set *t, const rg_diff_means *dm) {
   const rg_checkpoint *ck = &st->series->items[si];
+  const int nh = t->nh, nl = t->nl;
   double *Xh = malloc((size_t)nh * st->d * sizeof *Xh), *Xl = malloc((size_t)nl * st->d * sizeof *Xl);
   double *ph = malloc((size_t)nh * sizeof *ph), *pl = malloc((size_t)nl * sizeof *pl);
   double *nu = malloc((size_t)st->d * sizeof *nu);
@@ -121,7 +187,7 @@ static int geometry_rows(run_state *st, int si, const float *harm, int nh, const
       rg_geometry_row *g = &st->geo[st->n_geo];
       const double *r = dir_at(st, st->cur, pi, l);
       *g = (rg_geometry_row){.step = ck->step, .checkpoint = ck->path, .layer = l, .pos = pi - st->n_pos,
-                             .n_harmful = nh, .n_harmless = nl, .matrix = "prompt_diff"};
+                             .n_harmful = nh, .n_harmless = nl, .matrix = "prompt_diff", .prompts = t->prompts};
       g->hook = rg_hook_name(RG_HOOK_RESID_PRE, l, st->hooks[st->n_geo], HOOK_NAME_LEN);
       g->dir_norm = rg_vec_norm(r, st->d);
       const double *r0 = si == 0 ? r : dir_at(st, st->dirs0, pi, l);
@@ -133,14 +199,16 @@ static int geometry_rows(run_state *st, int si, const float *harm, int nh, const
         g->cos_prev = rg_vec_cos(r, rp, st->d);
         g->angle_prev_deg = rg_vec_angle(r, rp, st->d) * DEG;
       }
-      rows_to_double(st, harm, nh, l, pi, Xh);
-      rows_to_double(st, harmless, nl, l, pi, Xl);
+      rows_to_double(st, t->harm, t->nh_all, t->hi, nh, l, pi, Xh);
+      rows_to_double(st, t->harmless, t->nl_all, t->li, nl, l, pi, Xl);
       rg_project_rows(Xh, nh, st->d, r, ph);
       rg_project_rows(Xl, nl, st->d, r, pl);
       g->auroc = rg_auroc(ph, nh, pl, nl);
       if (rg_diff_means_mean(dm, RG_HARMLESS, pi, l, nu) < 0) rc = -1;
-      rg_matrix_subtract_row(Xh, nh, st->d, nu);
-      if (rc == 0 && rg_matrix_spectrum_measures(Xh, nh, st->d, &g->spectrum) < 0) rc = -1;
+      if (rc == 0) {
+        rg_matrix_subtract_row(Xh, nh, st->d, nu);
+        rc = rg_matrix_spectrum_measures(Xh, nh, st->d, &g->spectrum);
+      }
       st->n_geo++;
     }
   free(Xh);
@@ -151,78 +219,233 @@ static int geometry_rows(run_state *st, int si, const float *harm, int nh, const
   return rc;
 }
 
-/* The val token ids of STEP, the first max_val of each class. */
-static int load_val(run_state *st, long step, int32_t ***ids, int **lens, int *n, const char *split) {
-  if (rg_acts_read_token_ids(st->rd, step, split, ids, lens, n) < 0) return -1;
-  if (st->o->max_val > 0 && *n > st->o->max_val) {
-    for (int i = st->o->max_val; i < *n; i++) free((*ids)[i]);
-    *n = st->o->max_val;
+static int add_pscore(run_state *st, rg_prompt_score_row r) {
+  if (st->n_pscores == st->cap_pscores) {
+    long cap = st->cap_pscores ? 2 * st->cap_pscores : 4096;
+    rg_prompt_score_row *p = realloc(st->pscores, (size_t)cap * sizeof *p);
+    if (!p) return rg_error_set("geometry: out of memory");
+    st->pscores = p;
+    st->cap_pscores = cap;
   }
+  st->pscores[st->n_pscores++] = r;
   return 0;
 }
 
-/* Scores every candidate of one step into C (RD loop order). */
-static int score_candidates(run_state *st, int si, rg_candidate *c) {
+/* The per-prompt scores of one step, its val prompts, and the samples the
+ * bootstrap reads. */
+typedef struct {
+  int *hv, *lv, nh, nl;  /* val prompts scored (indices in the file's splits) */
+  rg_candidate *cand;     /* [n_cand] */
+  double *bypass, *induce, *kl, *base_h, *base_l, *null_bypass, *null_kl;
+  rg_carrier_samples cs;
+} step_scores;
+
+static void step_scores_free(step_scores *s) {
+  free(s->hv);
+  free(s->lv);
+  free(s->cand);
+  free(s->bypass);
+  free(s->induce);
+  free(s->kl);
+  free(s->base_h);
+  free(s->base_l);
+  free(s->null_bypass);
+  free(s->null_kl);
+}
+
+/* The first max_val kept prompts of a val split. */
+static int pick_val(const run_state *st, const rg_step_prompts *sp, int split, int **idx, int *m) {
+  if (pick(sp->keep[split], sp->total[split], false, idx, m) < 0) return -1;
+  if (st->plan->max_val > 0 && *m > st->plan->max_val) *m = st->plan->max_val;
+  return 0;
+}
+
+/* A unit vector of d standard normals (Box-Muller on splitmix64 draws). */
+static void random_unit(uint64_t *state, double *v, int d) {
+  double norm = 0;
+  for (int k = 0; k < d; k++) {
+    double u1 = ((double)(rg_splitmix64(state) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    double u2 = (double)(rg_splitmix64(state) >> 11) * 0x1.0p-53;
+    v[k] = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+    norm += v[k] * v[k];
+  }
+  norm = sqrt(norm);
+  for (int k = 0; k < d; k++) v[k] /= norm;
+}
+
+/* Scores every candidate and the null of one step, per prompt. */
+static int score_step(run_state *st, int si, const rg_weights *w, const rg_step_prompts *sp, step_scores *ss) {
   const rg_checkpoint *ck = &st->series->items[si];
-  int32_t **hv = NULL, **lv = NULL;
-  int *hlen = NULL, *llen = NULL, nhv = 0, nlv = 0, rc = -1;
+  const int n_cand = st->n_pos * (st->hi - st->lo), n_null = st->plan->null_size;
+  int32_t **hv_ids = NULL, **lv_ids = NULL;
+  int *hv_len = NULL, *lv_len = NULL, rc = -1;
   rg_scorer *sc = NULL;
-  rg_model *m = NULL;
-  if (load_val(st, ck->step, &hv, &hlen, &nhv, "harmful_val") < 0 ||
-      load_val(st, ck->step, &lv, &llen, &nlv, "harmless_val") < 0)
+  double *u = NULL;
+  if (pick_val(st, sp, RG_SPLIT_HARMFUL_VAL, &ss->hv, &ss->nh) < 0 ||
+      pick_val(st, sp, RG_SPLIT_HARMLESS_VAL, &ss->lv, &ss->nl) < 0)
     goto end;
-  if (!(m = rg_model_load(ck->path))) goto end;
-  if (m->cfg.n_layers != st->L || m->cfg.d_model != st->d) {
-    rg_error_set("%s: %d layers x d_model %d, but the activations have %d x %d", ck->path, m->cfg.n_layers,
-                 m->cfg.d_model, st->L, st->d);
+  const int nh = ss->nh, nl = ss->nl;
+  hv_ids = malloc((size_t)nh * sizeof *hv_ids);
+  hv_len = malloc((size_t)nh * sizeof *hv_len);
+  lv_ids = malloc((size_t)nl * sizeof *lv_ids);
+  lv_len = malloc((size_t)nl * sizeof *lv_len);
+  ss->cand = calloc((size_t)n_cand, sizeof *ss->cand);
+  ss->bypass = malloc((size_t)n_cand * nh * sizeof(double));
+  ss->induce = malloc((size_t)n_cand * nl * sizeof(double));
+  ss->kl = malloc((size_t)n_cand * nl * sizeof(double));
+  ss->base_h = malloc((size_t)nh * sizeof(double));
+  ss->base_l = malloc((size_t)nl * sizeof(double));
+  ss->null_bypass = malloc((size_t)(n_null ? n_null : 1) * nh * sizeof(double));
+  ss->null_kl = malloc((size_t)(n_null ? n_null : 1) * nl * sizeof(double));
+  u = malloc((size_t)st->d * sizeof *u);
+  if (!hv_ids || !hv_len || !lv_ids || !lv_len || !ss->cand || !ss->bypass || !ss->induce || !ss->kl ||
+      !ss->base_h || !ss->base_l || !ss->null_bypass || !ss->null_kl || !u) {
+    rg_error_set("geometry: out of memory");
     goto end;
   }
-  int32_t refusal[1];
-  const int32_t *rids = st->o->refusal_ids;
-  int n_refusal = st->o->n_refusal;
-  if (!rids) {
-    if ((n_refusal = rg_refusal_tokens_default(m->tokenizer, refusal)) < 0) goto end;
-    rids = refusal;
+  for (int i = 0; i < nh; i++) {
+    hv_ids[i] = sp->ids[RG_SPLIT_HARMFUL_VAL][ss->hv[i]];
+    hv_len[i] = sp->lens[RG_SPLIT_HARMFUL_VAL][ss->hv[i]];
   }
-  rg_token_batch bh = {(const int32_t *const *)hv, hlen, nhv}, bl = {(const int32_t *const *)lv, llen, nlv};
-  if (!(sc = rg_scorer_new(m, &bh, &bl, rids, n_refusal, st->o->threads))) goto end;
-  if (st->o->log) {
-    char ids[128] = "";
-    for (int k = 0, at = 0; k < n_refusal && at < (int)sizeof ids - 12; k++)
-      at += snprintf(ids + at, sizeof ids - (size_t)at, "%s%d", k ? "," : "", rids[k]);
-    fprintf(st->o->log, "step %ld: %s: %d harmful / %d harmless val prompts, refusal tokens %s; baseline refusal "
-                        "score harmful %.4f harmless %.4f [%.1f s]\n",
-            ck->step, ck->path, nhv, nlv, ids, rg_scorer_base_harmful(sc), rg_scorer_base_harmless(sc), elapsed(st));
+  for (int i = 0; i < nl; i++) {
+    lv_ids[i] = sp->ids[RG_SPLIT_HARMLESS_VAL][ss->lv[i]];
+    lv_len[i] = sp->lens[RG_SPLIT_HARMLESS_VAL][ss->lv[i]];
   }
-  int n_cand = st->n_pos * (st->hi - st->lo), k = 0;
-  /* Every candidate's scores go to carriers.csv; the log gets one progress
-   * line with the time left instead of a line per candidate. */
+  rg_token_batch bh = {(const int32_t *const *)hv_ids, hv_len, nh}, bl = {(const int32_t *const *)lv_ids, lv_len, nl};
+  if (!(sc = rg_scorer_new_on(w, &bh, &bl, sp->refusal, sp->n_refusal))) goto end;
+  rg_scorer_base_each(sc, ss->base_h, ss->base_l);
   char label[96];
-  snprintf(label, sizeof label, "step %ld: scoring %d carrier candidates", ck->step, n_cand);
+  snprintf(label, sizeof label, "step %ld: scoring %d carrier candidates and %d null directions", ck->step, n_cand,
+           n_null);
   rg_progress prog;
-  rg_progress_start(&prog, st->o->log, label, n_cand);
+  rg_progress_start(&prog, st->o->log, label, n_cand + n_null);
+  int k = 0;
   for (int pi = 0; pi < st->n_pos; pi++)
     for (int l = st->lo; l < st->hi; l++, k++) {
-      c[k] = (rg_candidate){.pos = pi - st->n_pos, .layer = l};
-      if (rg_scorer_score(sc, dir_at(st, st->cur, pi, l), l, &c[k].bypass, &c[k].induce, &c[k].kl) < 0) goto end;
+      ss->cand[k] = (rg_candidate){.pos = pi - st->n_pos, .layer = l};
+      const double *r = dir_at(st, st->cur, pi, l);
+      if (rg_scorer_ablate_each(sc, r, ss->bypass + (size_t)k * nh, ss->kl + (size_t)k * nl) < 0 ||
+          rg_scorer_induce_each(sc, r, l, ss->induce + (size_t)k * nl) < 0)
+        goto end;
       rg_progress_tick(&prog, k + 1);
     }
+  /* The null: random unit directions ablated like a candidate. Ablation
+   * removes a direction at every layer, so the null of bypass does not
+   * depend on a layer; the same directions serve every step. */
+  uint64_t state = rg_mix64(st->plan->seed ^ 0x6e756c6cull);
+  for (int j = 0; j < n_null; j++) {
+    random_unit(&state, u, st->d);
+    if (rg_scorer_ablate_each(sc, u, ss->null_bypass + (size_t)j * nh, ss->null_kl + (size_t)j * nl) < 0) goto end;
+    rg_progress_tick(&prog, n_cand + j + 1);
+  }
   rg_progress_end(&prog);
+  ss->cs = (rg_carrier_samples){.n_cand = n_cand,
+                                .nh = nh,
+                                .nl = nl,
+                                .cand = ss->cand,
+                                .bypass = ss->bypass,
+                                .induce = ss->induce,
+                                .kl = ss->kl,
+                                .base_h = ss->base_h,
+                                .base_l = ss->base_l,
+                                .n_null = n_null,
+                                .null_bypass = ss->null_bypass,
+                                .n_layers = st->L,
+                                .rules = &st->plan->rules};
   rc = 0;
 end:
   if (rc < 0) rg_error_prefix("step %ld", ck->step);
   rg_scorer_free(sc);
-  rg_model_free(m);
-  rg_acts_token_ids_free(hv, hlen, nhv);
-  rg_acts_token_ids_free(lv, llen, nlv);
+  free(hv_ids);
+  free(hv_len);
+  free(lv_ids);
+  free(lv_len);
+  free(u);
   return rc;
+}
+
+/* prompt_scores.csv rows of one scored step. */
+static int record_prompt_scores(run_state *st, long step, const step_scores *ss) {
+  const int nh = ss->nh, nl = ss->nl;
+  for (int c = 0; c < ss->cs.n_cand; c++) {
+    rg_prompt_score_row r = {.step = step, .kind = "candidate", .pos = ss->cand[c].pos, .layer = ss->cand[c].layer};
+    for (int i = 0; i < nh; i++) {
+      r.split = "harmful_val", r.prompt = ss->hv[i], r.measure = "bypass", r.value = ss->bypass[(size_t)c * nh + i];
+      if (add_pscore(st, r) < 0) return -1;
+    }
+    for (int i = 0; i < nl; i++) {
+      r.split = "harmless_val", r.prompt = ss->lv[i];
+      r.measure = "induce", r.value = ss->induce[(size_t)c * nl + i];
+      if (add_pscore(st, r) < 0) return -1;
+      r.measure = "kl", r.value = ss->kl[(size_t)c * nl + i];
+      if (add_pscore(st, r) < 0) return -1;
+    }
+  }
+  for (int j = 0; j < ss->cs.n_null; j++) {
+    rg_prompt_score_row r = {.step = step, .kind = "null", .null_index = j};
+    for (int i = 0; i < nh; i++) {
+      r.split = "harmful_val", r.prompt = ss->hv[i], r.measure = "bypass";
+      r.value = ss->null_bypass[(size_t)j * nh + i];
+      if (add_pscore(st, r) < 0) return -1;
+    }
+    for (int i = 0; i < nl; i++) {
+      r.split = "harmless_val", r.prompt = ss->lv[i], r.measure = "kl", r.value = ss->null_kl[(size_t)j * nl + i];
+      if (add_pscore(st, r) < 0) return -1;
+    }
+  }
+  for (int i = 0; i < nh; i++) {
+    rg_prompt_score_row r = {.step = step, .kind = "base", .split = "harmful_val", .prompt = ss->hv[i],
+                             .measure = "score", .value = ss->base_h[i]};
+    if (add_pscore(st, r) < 0) return -1;
+  }
+  for (int i = 0; i < nl; i++) {
+    rg_prompt_score_row r = {.step = step, .kind = "base", .split = "harmless_val", .prompt = ss->lv[i],
+                             .measure = "score", .value = ss->base_l[i]};
+    if (add_pscore(st, r) < 0) return -1;
+  }
+  return 0;
+}
+
+/* sensitivity.csv rows: the selection under each KL budget of the table. */
+static int record_sensitivity(run_state *st, long step, const rg_candidate *c, int n_cand) {
+  for (int t = 0; t < N_TAU; t++) {
+    rg_selection_rules rules = st->plan->rules;
+    rules.kl_max = SENSITIVITY_TAU[t];
+    rg_selection sel;
+    if (rg_select(c, n_cand, st->L, &rules, &sel) < 0) return -1;
+    rg_sensitivity_row *r = &st->sens[st->n_sens++];
+    *r = (rg_sensitivity_row){.step = step, .kl_max = rules.kl_max, .n_admissible = sel.n_admissible,
+                              .best_layer = -1, .best_bypass = NAN};
+    if (sel.best >= 0)
+      r->best_pos = c[sel.best].pos, r->best_layer = c[sel.best].layer, r->best_bypass = c[sel.best].bypass;
+    rg_selection_free(&sel);
+  }
+  return 0;
+}
+
+/* pareto.csv rows: finite candidates that no other beats on both bypass
+ * and KL (ties on both keep the first in RD's loop order). */
+static void record_pareto(run_state *st, long step, const rg_candidate *c, int n_cand) {
+  for (int i = 0; i < n_cand; i++) {
+    if (!isfinite(c[i].bypass) || !isfinite(c[i].kl)) continue;
+    int dominated = 0;
+    for (int j = 0; j < n_cand && !dominated; j++) {
+      if (j == i || !isfinite(c[j].bypass) || !isfinite(c[j].kl)) continue;
+      int no_worse = c[j].bypass <= c[i].bypass && c[j].kl <= c[i].kl;
+      int better = c[j].bypass < c[i].bypass || c[j].kl < c[i].kl;
+      dominated = no_worse && (better || j < i);
+    }
+    if (!dominated)
+      st->pareto[st->n_pareto++] =
+          (rg_pareto_row){.step = step, .pos = c[i].pos, .layer = c[i].layer, .bypass = c[i].bypass, .kl = c[i].kl};
+  }
 }
 
 /* Logs the three spectra of the best carrier; returns the carrier-matrix one
  * (the migration.csv default) in *carrier. */
-static int best_spectra(run_state *st, long step, const rg_diff_means *dm, const float *harm, int nh, int best_pi,
+static int best_spectra(run_state *st, long step, const rg_diff_means *dm, const train_set *t, int best_pi,
                         int best_l, rg_spectrum_measures *carrier) {
-  int rows = nh > st->L ? nh : st->L;
+  int rows = t->nh > st->L ? t->nh : st->L;
   rows = rows > st->n_pos ? rows : st->n_pos;
   double *M = malloc((size_t)rows * st->d * sizeof *M), *nu = malloc((size_t)st->d * sizeof *nu);
   rg_spectrum_measures pd, ls;
@@ -233,9 +456,9 @@ static int best_spectra(run_state *st, long step, const rg_diff_means *dm, const
   if (rc == 0) rc = rg_matrix_spectrum_measures(M, st->L, st->d, &ls);
   if (rc == 0) rc = rg_diff_means_mean(dm, RG_HARMLESS, best_pi, best_l, nu);
   if (rc == 0) {
-    rows_to_double(st, harm, nh, best_l, best_pi, M);
-    rg_matrix_subtract_row(M, nh, st->d, nu);
-    rc = rg_matrix_spectrum_measures(M, nh, st->d, &pd);
+    rows_to_double(st, t->harm, t->nh_all, t->hi, t->nh, best_l, best_pi, M);
+    rg_matrix_subtract_row(M, t->nh, st->d, nu);
+    rc = rg_matrix_spectrum_measures(M, t->nh, st->d, &pd);
   }
   if (rc == 0 && st->o->log) {
     const char *names[3] = {"carrier", "layer_stack", "prompt_diff"};
@@ -250,7 +473,7 @@ static int best_spectra(run_state *st, long step, const rg_diff_means *dm, const
 }
 
 /* Keeps step SI's directions (st->cur) as float32 [L][n_pos][d] with its
- * selected carrier BEST (NULL: none admissible) for directions.h5. */
+ * selected carrier BEST (NULL: none) for directions.h5. */
 static void record_directions(run_state *st, int si, const rg_candidate *best) {
   float *dst = st->dirs_f32 + (size_t)si * st->L * st->n_pos * st->d;
   for (int l = 0; l < st->L; l++)
@@ -267,137 +490,288 @@ static void record_directions(run_state *st, int si, const rg_candidate *best) {
                                            .selected_layer = best ? best->layer : -1};
 }
 
-static int run_step(run_state *st, int si) {
-  const rg_checkpoint *ck = &st->series->items[si];
-  float *harm = NULL, *harmless = NULL;
-  int nh = 0, nl = 0, rc = -1;
-  rg_diff_means *dm = NULL;
-  rg_candidate *c = NULL;
-  rg_selection sel = {0};
-  if (load_train(st, ck->step, &harm, &nh, &harmless, &nl, &dm) < 0) goto end;
-  if (si == 0 && alloc_dirs(st) < 0) goto end;
-  for (int pi = 0; pi < st->n_pos; pi++)
-    for (int l = 0; l < st->L; l++)
-      if (rg_diff_means_direction(dm, pi, l, dir_at(st, st->cur, pi, l)) < 0) goto end;
-  if (geometry_rows(st, si, harm, nh, harmless, nl, dm) < 0) goto end;
-  free(harmless);
-  harmless = NULL;
-  if (st->o->log)
-    fprintf(st->o->log, "step %ld: directions of %d positions x %d layers from %d harmful / %d harmless train "
-                        "prompts [%.1f s]\n",
-            ck->step, st->n_pos, st->L, nh, nl, elapsed(st));
+/* The step's prompt counts, score and status fields of migration.csv. */
+static void fill_prompt_fields(run_state *st, int si, const rg_step_prompts *sp) {
+  rg_migration_row *mr = &st->mig[si];
+  for (int k = 0; k < RG_N_SPLITS; k++) mr->kept[k] = sp->kept[k], mr->total[k] = sp->total[k];
+  mr->refusal_tokens = st->tokens[si];
+  mr->refusal_coverage = sp->coverage;
+  mr->score_auroc = sp->score_auroc;
+}
 
-  int n_cand = st->n_pos * (st->hi - st->lo);
-  if (!(c = malloc((size_t)n_cand * sizeof *c))) {
-    rg_error_set("geometry: out of memory");
+static void log_prompts(const run_state *st, const rg_checkpoint *ck, const rg_step_prompts *sp, const char *tokens) {
+  if (!st->o->log) return;
+  fprintf(st->o->log,
+          "step %ld: refusal tokens %s (%s) | score AUROC %.3f on %d refused / %d complied harmful val replies%s | "
+          "kept harmful %d/%d train %d/%d val, harmless %d/%d train %d/%d val [%.1f s]\n",
+          ck->step, *tokens ? tokens : "none", st->plan->refusal_tokens, sp->score_auroc, sp->val_refused,
+          sp->val_complied,
+          isfinite(sp->score_auroc) && sp->score_auroc < st->plan->score_auroc_min ? " (below the plan's minimum)" : "",
+          sp->kept[0], sp->total[0], sp->kept[2], sp->total[2], sp->kept[1], sp->total[1], sp->kept[3], sp->total[3],
+          elapsed(st));
+}
+
+/* Selection, null, bootstrap and the tables of a scored step. */
+static int decide_step(run_state *st, int si, const step_scores *ss, const rg_diff_means *dm, const train_set *t) {
+  const rg_checkpoint *ck = &st->series->items[si];
+  const int n_cand = ss->cs.n_cand;
+  rg_migration_row *mr = &st->mig[si];
+  rg_verdict_step *vs = &st->vsteps[si];
+  rg_candidate *c = malloc((size_t)n_cand * sizeof *c);
+  rg_selection sel = {0};
+  int rc = -1, best = -1, n_adm = 0;
+  double p5;
+  if (!c) return rg_error_set("geometry: out of memory");
+  if (rg_carrier_means(&ss->cs, NULL, NULL, c, &p5) < 0 || rg_select(c, n_cand, st->L, &st->plan->rules, &sel) < 0 ||
+      rg_carrier_select(c, n_cand, st->L, &st->plan->rules, p5, &best, &n_adm) < 0)
     goto end;
-  }
-  if (score_candidates(st, si, c) < 0) goto end;
-  if (rg_select(c, n_cand, st->L, &st->o->rules, &sel) < 0) goto end;
   rg_carrier_rows_fill(st->car + st->n_car, ck->step, c, &sel);
   st->n_car += n_cand;
-
-  record_directions(st, si, sel.best >= 0 ? &c[sel.best] : NULL);
-  rg_migration_row *mr = &st->mig[si];
-  const double *best = NULL;
-  if (sel.best >= 0) best = dir_at(st, st->cur, c[sel.best].pos + st->n_pos, c[sel.best].layer);
-  if (si == 0 && best) {
-    memcpy(st->best0, best, (size_t)st->d * sizeof(double));
+  if (record_sensitivity(st, ck->step, c, n_cand) < 0 || record_prompt_scores(st, ck->step, ss) < 0) goto end;
+  record_pareto(st, ck->step, c, n_cand);
+  /* migration.csv names the selection's best even when it loses to the null
+   * (status says so); only a carrier is marked in directions.h5 */
+  int shown = sel.best;
+  const double *dir = shown >= 0 ? dir_at(st, st->cur, c[shown].pos + st->n_pos, c[shown].layer) : NULL;
+  if (si == 0 && best >= 0) {
+    memcpy(st->best0, dir, (size_t)st->d * sizeof(double));
     st->have_best0 = 1;
   }
-  rg_migration_row_fill(mr, ck->step, c, &sel, st->L, &st->o->depth, best, st->have_best0 ? st->best0 : NULL, st->d);
-  mr->spectrum = nan_spectrum();
-  mr->matrix = "none";
-  if (best) {
-    mr->matrix = "carrier";
-    if (best_spectra(st, ck->step, dm, harm, nh, c[sel.best].pos + st->n_pos, c[sel.best].layer, &mr->spectrum) < 0)
+  record_directions(st, si, best >= 0 ? &c[best] : NULL);
+  rg_migration_row_fill(mr, ck->step, c, &sel, st->L, &st->plan->bands, dir, st->have_best0 ? st->best0 : NULL,
+                        st->d);
+  rg_step_status status =
+      best >= 0 ? RG_STEP_CARRIER : sel.n_admissible > 0 ? RG_STEP_BELOW_NULL : RG_STEP_NONE_ADMISSIBLE;
+  mr->status = rg_step_status_name(status);
+  mr->null_bypass_p5 = p5;
+  mr->base_harmful = mean_of(ss->base_h, ss->nh);
+  mr->base_harmless = mean_of(ss->base_l, ss->nl);
+  rg_bootstrap_result b = {0};
+  if (st->plan->bootstrap > 0) {
+    if (rg_carrier_bootstrap(&ss->cs, shown, st->plan->bootstrap, rg_mix64(st->plan->seed ^ (uint64_t)ck->step), &b) <
+        0)
       goto end;
+  } else {
+    /* no resamples: the point estimate is the interval */
+    double at = shown >= 0 ? c[shown].layer : NAN;
+    b = (rg_bootstrap_result){.carrier_share = best >= 0, .layer_lo = at, .layer_hi = at, .bypass_lo = NAN,
+                              .bypass_hi = NAN, .induce_lo = NAN, .induce_hi = NAN, .kl_lo = NAN, .kl_hi = NAN};
   }
+  mr->carrier_share = b.carrier_share;
+  mr->layer_lo = b.layer_lo, mr->layer_hi = b.layer_hi;
+  mr->bypass_lo = b.bypass_lo, mr->bypass_hi = b.bypass_hi;
+  mr->induce_lo = b.induce_lo, mr->induce_hi = b.induce_hi;
+  mr->kl_lo = b.kl_lo, mr->kl_hi = b.kl_hi;
+  if (shown >= 0) {
+    mr->matrix = "carrier";
+    if (best_spectra(st, ck->step, dm, t, c[shown].pos + st->n_pos, c[shown].layer, &mr->spectrum) < 0) goto end;
+  }
+  *vs = (rg_verdict_step){.step = ck->step, .status = status, .layer = shown >= 0 ? c[shown].layer : -1,
+                          .layer_lo = b.layer_lo, .layer_hi = b.layer_hi, .erank_sigma = mr->spectrum.erank_sigma};
   if (st->o->log) {
-    if (best)
-      fprintf(st->o->log, "step %ld: best carrier pos %d layer %d (%s, depth %.3f): bypass %.4f induce %.4f kl %.4f; "
-                          "%d admissible of %d; drift from step 0 %.3f deg [%.1f s]\n",
-              ck->step, mr->best_pos, mr->best_layer, mr->label, mr->rel_depth, mr->bypass, mr->induce, mr->kl,
-              sel.n_admissible, n_cand, mr->angle_vs_step0_deg, elapsed(st));
+    if (shown >= 0)
+      fprintf(st->o->log,
+              "step %ld: %s: pos %d layer %d (%s, depth %.3f, 95%% interval %g-%g, in %.0f%% of resamples): bypass "
+              "%.4f (null p5 %.4f) induce %.4f kl %.4f; %d admissible of %d; drift from step 0 %.3f deg [%.1f s]\n",
+              ck->step, mr->status, mr->best_pos, mr->best_layer, mr->label, mr->rel_depth, b.layer_lo, b.layer_hi,
+              100 * b.carrier_share, mr->bypass, p5, mr->induce, mr->kl, sel.n_admissible, n_cand,
+              mr->angle_vs_step0_deg, elapsed(st));
     else
       fprintf(st->o->log, "step %ld: none admissible of %d candidates [%.1f s]\n", ck->step, n_cand, elapsed(st));
   }
-  if (si == 0) memcpy(st->dirs0, st->cur, (size_t)st->n_pos * st->L * st->d * sizeof(double));
-  double *t = st->prev;
-  st->prev = st->cur;
-  st->cur = t;
   rc = 0;
 end:
   rg_selection_free(&sel);
   free(c);
-  free(harm);
-  free(harmless);
-  rg_diff_means_free(dm);
   return rc;
+}
+
+/* A step without enough refusal: its tables say so, nothing is scored. */
+static void no_refusal_step(run_state *st, int si, const rg_step_prompts *sp) {
+  const rg_checkpoint *ck = &st->series->items[si];
+  rg_migration_row *mr = &st->mig[si];
+  rg_selection none = {.best = -1};
+  rg_migration_row_fill(mr, ck->step, NULL, &none, st->L, &st->plan->bands, NULL, NULL, st->d);
+  mr->status = rg_step_status_name(RG_STEP_NO_REFUSAL);
+  st->vsteps[si] = (rg_verdict_step){.step = ck->step, .status = RG_STEP_NO_REFUSAL, .layer = -1,
+                                     .layer_lo = NAN, .layer_hi = NAN, .erank_sigma = NAN};
+  record_directions(st, si, NULL);
+  if (st->o->log)
+    fprintf(st->o->log, "step %ld: no refusal to carry (%d harmful train prompts kept, %d needed; %d harmful and %d "
+                        "harmless val kept) [%.1f s]\n",
+            ck->step, sp->kept[0], st->plan->n_min, sp->kept[2], sp->kept[3], elapsed(st));
+}
+
+static int run_step(run_state *st, int si) {
+  const rg_checkpoint *ck = &st->series->items[si];
+  train_set t = {0};
+  rg_diff_means *dm = NULL;
+  rg_step_prompts sp = {0};
+  step_scores ss = {0};
+  rg_model *m = NULL;
+  rg_weights *w = NULL;
+  int rc = -1;
+  if (!(m = rg_model_load(ck->path))) goto end;
+  if (m->cfg.n_layers != st->L || m->cfg.d_model != st->d) {
+    rg_error_set("%s: %d layers x d_model %d, but the activations have %d x %d", ck->path, m->cfg.n_layers,
+                 m->cfg.d_model, st->L, st->d);
+    goto end;
+  }
+  rg_backend_opts bo = {.threads = st->o->threads};
+  if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO))) goto end;
+  const rg_acts_reader_info *info = rg_acts_reader_info_of(st->rd);
+  if (rg_step_prompts_fit(w, st->rd, ck->step, st->plan, st->judge, info->chat_template, &sp) < 0) goto end;
+  if (load_train(st, ck->step, &sp, &t, &dm) < 0) goto end;
+  if (si == 0 && alloc_state(st) < 0) goto end;
+  rg_step_prompts_token_list(&sp, st->tokens[si], TOKENS_LEN);
+  log_prompts(st, ck, &sp, st->tokens[si]);
+  for (int pi = 0; pi < st->n_pos; pi++)
+    for (int l = 0; l < st->L; l++)
+      if (rg_diff_means_direction(dm, pi, l, dir_at(st, st->cur, pi, l)) < 0) goto end;
+  if (geometry_rows(st, si, &t, dm) < 0) goto end;
+  if (st->o->log)
+    fprintf(st->o->log, "step %ld: directions of %d positions x %d layers from %d harmful / %d harmless train "
+                        "prompts (%s) [%.1f s]\n",
+            ck->step, st->n_pos, st->L, t.nh, t.nl, t.prompts, elapsed(st));
+  bool refusal = sp.kept[RG_SPLIT_HARMFUL_TRAIN] >= st->plan->n_min && sp.kept[RG_SPLIT_HARMFUL_VAL] > 0 &&
+                 sp.kept[RG_SPLIT_HARMLESS_VAL] > 0 && sp.n_refusal > 0;
+  if (!refusal) {
+    no_refusal_step(st, si, &sp);
+  } else {
+    if (score_step(st, si, w, &sp, &ss) < 0 || decide_step(st, si, &ss, dm, &t) < 0) goto end;
+  }
+  fill_prompt_fields(st, si, &sp);
+  if (si == 0) memcpy(st->dirs0, st->cur, (size_t)st->n_pos * st->L * st->d * sizeof(double));
+  double *tmp = st->prev;
+  st->prev = st->cur;
+  st->cur = tmp;
+  rc = 0;
+end:
+  step_scores_free(&ss);
+  rg_step_prompts_free(&sp);
+  train_set_free(&t);
+  rg_diff_means_free(dm);
+  rg_weights_free(w);
+  rg_model_free(m);
+  return rc;
+}
+
+static int write_tables(run_state *st, int n_steps) {
+  return rg_write_geometry_csv(st->geo_path, st->geo, st->n_geo) < 0 ||
+                 rg_write_carriers_csv(st->car_path, st->car, st->n_car) < 0 ||
+                 rg_write_migration_csv(st->mig_path, st->mig, n_steps) < 0 ||
+                 rg_write_sensitivity_csv(st->sens_path, st->sens, st->n_sens) < 0 ||
+                 rg_write_pareto_csv(st->pareto_path, st->pareto, st->n_pareto) < 0 ||
+                 rg_write_prompt_scores_csv(st->scores_path, st->pscores, st->n_pscores) < 0 ||
+                 rg_directions_write(st->dir_path, st->L, st->n_pos, st->d, st->dir_steps, n_steps) < 0
+             ? -1
+             : 0;
+}
+
+static int write_verdict(run_state *st) {
+  rg_verdict v;
+  rg_lan_claim claims[RG_LAN_CLAIMS];
+  int n = st->series->n;
+  rg_verdict_decide(st->vsteps, n, st->L, &st->plan->bands, &v);
+  rg_lan_claims_check(st->vsteps, n, st->L, &st->plan->bands, &v, claims);
+  if (rg_verdict_write_json(st->verdict_path, st->plan_sha, &v, claims, st->mig, n, st->L) < 0) return -1;
+  if (st->o->log) {
+    fprintf(st->o->log, "verdict: %s: %s\n", v.verdict, v.reason);
+    for (int i = 0; i < RG_LAN_CLAIMS; i++)
+      fprintf(st->o->log, "  Lan et al. 2026: %s: %s (%s)\n", claims[i].claim, claims[i].outcome, claims[i].why);
+  }
+  return 0;
+}
+
+static void free_state(run_state *st) {
+  rg_acts_reader_close(st->rd);
+  rg_refusal_list_free(st->judge);
+  char *paths[] = {st->geo_path,    st->car_path,     st->mig_path,    st->dir_path,
+                   st->sens_path,   st->pareto_path,  st->scores_path, st->verdict_path};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) free(paths[i]);
+  free(st->dirs_f32);
+  free(st->dir_steps);
+  free(st->geo);
+  free(st->hooks);
+  free(st->car);
+  free(st->mig);
+  free(st->tokens);
+  free(st->vsteps);
+  free(st->sens);
+  free(st->pareto);
+  free(st->pscores);
+  free(st->dirs0);
+  free(st->prev);
+  free(st->cur);
+  free(st->best0);
+}
+
+/* Checks the series against the file and the plan against the data. */
+static int check_inputs(run_state *st, const char *acts_path) {
+  const rg_acts_reader_info *info = rg_acts_reader_info_of(st->rd);
+  const rg_verdict_plan *p = st->plan;
+  st->L = info->n_layers;
+  st->d = info->d_model;
+  st->lo = p->layer_lo;
+  st->hi = p->layer_hi > 0 ? p->layer_hi : st->L;
+  if (st->lo < 0 || st->lo >= st->hi || st->hi > st->L)
+    return rg_error_set("%s: layer range %d:%d is not a non-empty range inside [0, %d)", acts_path, p->layer_lo, st->hi,
+                        st->L);
+  for (int i = 0; i < st->series->n; i++) {
+    int found = 0;
+    for (int j = 0; j < info->n_steps; j++) found |= info->steps[j] == st->series->items[i].step;
+    if (!found)
+      return rg_error_set("%s: step %ld (%s) is not captured (or incomplete)", acts_path, st->series->items[i].step,
+                          st->series->items[i].path);
+  }
+  /* N_min counts harmful train prompts: more than the file holds can never be met */
+  int32_t **ids = NULL;
+  int *lens = NULL, n = 0;
+  if (rg_acts_read_token_ids(st->rd, st->series->items[0].step, "harmful_train", &ids, &lens, &n) < 0) return -1;
+  rg_acts_token_ids_free(ids, lens, n);
+  if (p->n_min > n)
+    return rg_error_set("%s: n_min %d is more than the %d harmful train prompts captured", acts_path, p->n_min, n);
+  return 0;
 }
 
 int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, const char *out_dir,
                     const rg_geometry_opts *o) {
-  run_state st = {.o = o, .series = series};
+  run_state st = {.o = o, .plan = &o->plan, .series = series};
   clock_gettime(CLOCK_MONOTONIC, &st.t0);
   int rc = -1;
   if (!series || series->n < 1 || series->items[0].step != 0) {
     rg_error_set("geometry: the checkpoint series must start at step 0");
     return -1;
   }
+  if (rg_verdict_plan_check(&o->plan) < 0) return -1;
+  if (!o->refusal_substrings) return rg_error_set("geometry: no refusal substrings file for judging replies");
   if (!(st.rd = rg_acts_reader_open(acts_path))) return -1;
-  const rg_acts_reader_info *info = rg_acts_reader_info_of(st.rd);
-  st.L = info->n_layers;
-  st.d = info->d_model;
-  st.lo = o->layer_lo;
-  st.hi = o->layer_hi > 0 ? o->layer_hi : st.L;
-  if (st.lo < 0 || st.lo >= st.hi || st.hi > st.L) {
-    rg_error_set("%s: layer range %d:%d is not a non-empty range inside [0, %d)", acts_path, o->layer_lo, st.hi, st.L);
-    goto end;
-  }
-  for (int i = 0; i < series->n; i++) {
-    int found = 0;
-    for (int j = 0; j < info->n_steps; j++) found |= info->steps[j] == series->items[i].step;
-    if (!found) {
-      rg_error_set("%s: step %ld (%s) is not captured (or incomplete)", acts_path, series->items[i].step,
-                   series->items[i].path);
+  if (check_inputs(&st, acts_path) < 0) goto end;
+  if (!(st.judge = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, o->refusal_substrings))) goto end;
+  if (rg_mkdir_p(out_dir) < 0) goto end;
+  const char *names[] = {"geometry.csv",    "carriers.csv",      "migration.csv", "directions.h5",
+                         "sensitivity.csv", "pareto.csv",        "prompt_scores.csv", "verdict.json"};
+  char **paths[] = {&st.geo_path,  &st.car_path,    &st.mig_path,    &st.dir_path,
+                    &st.sens_path, &st.pareto_path, &st.scores_path, &st.verdict_path};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!(*paths[i] = rg_path_join(out_dir, names[i]))) {
+      rg_error_set("%s: out of memory", out_dir);
       goto end;
     }
-  }
-  if (rg_mkdir_p(out_dir) < 0) goto end;
-  st.geo_path = rg_path_join(out_dir, "geometry.csv");
-  st.car_path = rg_path_join(out_dir, "carriers.csv");
-  st.mig_path = rg_path_join(out_dir, "migration.csv");
-  st.dir_path = rg_path_join(out_dir, "directions.h5");
-  if (!st.geo_path || !st.car_path || !st.mig_path || !st.dir_path) {
-    rg_error_set("%s: out of memory", out_dir);
+  if (rg_verdict_plan_pin(&o->plan, out_dir, o->start_over) < 0 || rg_verdict_plan_sha256(&o->plan, st.plan_sha) < 0)
+    goto end;
+  /* a verdict exists only for a finished run: an old one must not outlive a rerun */
+  if (rg_path_exists(st.verdict_path) && remove(st.verdict_path) != 0) {
+    rg_error_set("%s: cannot remove the previous verdict", st.verdict_path);
     goto end;
   }
-  for (int si = 0; si < series->n; si++) {
-    if (run_step(&st, si) < 0) goto end;
-    if (rg_write_geometry_csv(st.geo_path, st.geo, st.n_geo) < 0 ||
-        rg_write_carriers_csv(st.car_path, st.car, st.n_car) < 0 ||
-        rg_write_migration_csv(st.mig_path, st.mig, si + 1) < 0 ||
-        rg_directions_write(st.dir_path, st.L, st.n_pos, st.d, st.dir_steps, si + 1) < 0)
-      goto end;
-  }
+  if (o->log) fprintf(o->log, "geometry: plan sha256 %s (%s/plan.ini)\n", st.plan_sha, out_dir);
+  for (int si = 0; si < series->n; si++)
+    if (run_step(&st, si) < 0 || write_tables(&st, si + 1) < 0) goto end;
+  if (write_verdict(&st) < 0) goto end;
   if (o->log) fprintf(o->log, "geometry: %d steps done, tables in %s [%.1f s]\n", series->n, out_dir, elapsed(&st));
   rc = 0;
 end:
-  rg_acts_reader_close(st.rd);
-  free(st.geo_path);
-  free(st.car_path);
-  free(st.mig_path);
-  free(st.dir_path);
-  free(st.dirs_f32);
-  free(st.dir_steps);
-  free(st.geo);
-  free(st.hooks);
-  free(st.car);
-  free(st.mig);
-  free(st.dirs0);
-  free(st.prev);
-  free(st.cur);
-  free(st.best0);
+  free_state(&st);
   return rc;
 }

@@ -37,7 +37,7 @@ int rg_refusal_tokens_default(const rg_tokenizer *t, int32_t *ids) {
 
 struct rg_scorer {
   const rg_model *m;
-  rg_weights *w;
+  rg_weights *own_w; /* NULL when the weights are borrowed */
   rg_session *s;
   int vocab, d_model, n_harmful, n_harmless;
   const int32_t **ids; /* harmful then harmless prompts, one prefill batch */
@@ -47,6 +47,8 @@ struct rg_scorer {
   float *logits;      /* [n_harmful + n_harmless, vocab] */
   float *base_logits; /* [n_harmless, vocab], unintervened */
   float *dir;         /* float32 copy of the candidate, as the hooks take it */
+  double *base_each;  /* [n_harmful + n_harmless] unintervened refusal scores */
+  double *each;       /* [n_harmful + 2 n_harmless]: rg_scorer_score's per-prompt parts */
   double base_harmful, base_harmless;
   /* The harmless prompts as one batch, and the residual stream entering
    * every block on its unintervened pass ([n_layers][n_tok, d_model]), so
@@ -105,11 +107,16 @@ static int keep_harmless_resid(rg_scorer *sc, int max_batch_tokens) {
   return rc;
 }
 
-/* Mean refusal score of rows [from, from + n) of sc->logits. */
-static double mean_score(const rg_scorer *sc, int from, int n) {
+/* Refusal scores of rows [from, from + n) of sc->logits into out[n]. */
+static void row_scores(const rg_scorer *sc, int from, int n, double *out) {
+  for (int i = 0; i < n; i++)
+    out[i] = rg_refusal_score(sc->logits + (size_t)(from + i) * sc->vocab, sc->vocab, sc->refusal, sc->n_refusal);
+}
+
+/* Summed in index order, as numpy's mean of a short vector is. */
+static double mean_of(const double *x, int n) {
   double sum = 0;
-  for (int i = from; i < from + n; i++)
-    sum += rg_refusal_score(sc->logits + (size_t)i * sc->vocab, sc->vocab, sc->refusal, sc->n_refusal);
+  for (int i = 0; i < n; i++) sum += x[i];
   return sum / n;
 }
 
@@ -126,6 +133,17 @@ static int check_batch(const rg_token_batch *b, int vocab, const char *what) {
 
 rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const rg_token_batch *harmless,
                          const int32_t *refusal_ids, int n_refusal, int threads) {
+  rg_backend_opts bo = {.threads = threads};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO);
+  rg_scorer *sc = w ? rg_scorer_new_on(w, harmful, harmless, refusal_ids, n_refusal) : NULL;
+  if (sc) sc->own_w = w;
+  else rg_weights_free(w);
+  return sc;
+}
+
+rg_scorer *rg_scorer_new_on(const rg_weights *w, const rg_token_batch *harmful, const rg_token_batch *harmless,
+                            const int32_t *refusal_ids, int n_refusal) {
+  const rg_model *m = rg_weights_model(w);
   int vocab = m->cfg.vocab_size;
   if (check_batch(harmful, vocab, "harmful") < 0 || check_batch(harmless, vocab, "harmless") < 0) return NULL;
   if (n_refusal < 1) {
@@ -155,7 +173,10 @@ rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const
   sc->logits = malloc((size_t)n * vocab * sizeof *sc->logits);
   sc->base_logits = malloc((size_t)harmless->n * vocab * sizeof *sc->base_logits);
   sc->dir = malloc((size_t)sc->d_model * sizeof *sc->dir);
-  if (!sc->ids || !sc->lens || !sc->refusal || !sc->logits || !sc->base_logits || !sc->dir) {
+  sc->base_each = malloc((size_t)n * sizeof *sc->base_each);
+  sc->each = malloc((size_t)(n + harmless->n) * sizeof *sc->each);
+  if (!sc->ids || !sc->lens || !sc->refusal || !sc->logits || !sc->base_logits || !sc->dir || !sc->base_each ||
+      !sc->each) {
     rg_error_set("scores: out of memory");
     goto fail;
   }
@@ -174,13 +195,13 @@ rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const
    * a few tens of MB for small models. */
   if (rg_context_len(&m->cfg, max_len, 0, &max_len) < 0) goto fail;
   rg_session_opts so = {.max_batch_tokens = total < 4096 ? (int)total : 4096};
-  rg_backend_opts bo = {.threads = threads};
-  if (!(sc->w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO)) || !(sc->s = rg_session_new(sc->w, n, max_len, &so)))
-    goto fail;
+  if (!(sc->s = rg_session_new(w, n, max_len, &so))) goto fail;
   if (rg_session_prefill(sc->s, sc->ids, sc->lens, n, sc->logits) < 0) goto fail;
   memcpy(sc->base_logits, sc->logits + (size_t)harmful->n * vocab, (size_t)harmless->n * vocab * sizeof(float));
-  sc->base_harmful = mean_score(sc, 0, harmful->n);
-  sc->base_harmless = mean_score(sc, harmful->n, harmless->n);
+  for (int i = 0; i < n; i++)
+    sc->base_each[i] = rg_refusal_score(sc->logits + (size_t)i * vocab, vocab, sc->refusal, sc->n_refusal);
+  sc->base_harmful = mean_of(sc->base_each, harmful->n);
+  sc->base_harmless = mean_of(sc->base_each + harmful->n, harmless->n);
   if (keep_harmless_resid(sc, so.max_batch_tokens) < 0) goto fail;
   return sc;
 fail:
@@ -191,13 +212,15 @@ fail:
 void rg_scorer_free(rg_scorer *sc) {
   if (!sc) return;
   rg_session_free(sc->s);
-  rg_weights_free(sc->w);
+  rg_weights_free(sc->own_w);
   free(sc->ids);
   free(sc->lens);
   free(sc->refusal);
   free(sc->logits);
   free(sc->base_logits);
   free(sc->dir);
+  free(sc->base_each);
+  free(sc->each);
   free(sc->harmless_resid);
   free(sc->harmless_ids);
   free(sc->harmless_seq);
@@ -208,34 +231,43 @@ void rg_scorer_free(rg_scorer *sc) {
 double rg_scorer_base_harmful(const rg_scorer *sc) { return sc->base_harmful; }
 double rg_scorer_base_harmless(const rg_scorer *sc) { return sc->base_harmless; }
 
-int rg_scorer_score(rg_scorer *sc, const double *r, int layer, double *bypass, double *induce, double *kl) {
-  if (layer < 0 || layer >= sc->m->cfg.n_layers)
-    return rg_error_set("scores: layer %d outside [0, %d)", layer, sc->m->cfg.n_layers);
+void rg_scorer_base_each(const rg_scorer *sc, double *harmful, double *harmless) {
+  memcpy(harmful, sc->base_each, (size_t)sc->n_harmful * sizeof *harmful);
+  memcpy(harmless, sc->base_each + sc->n_harmful, (size_t)sc->n_harmless * sizeof *harmless);
+}
+
+static void set_dir(rg_scorer *sc, const double *r) {
   /* RD casts the direction to the activation dtype before the hooks use it. */
   for (int k = 0; k < sc->d_model; k++) sc->dir[k] = (float)r[k];
-  int nh = sc->n_harmful, nl = sc->n_harmless, rc = 0;
+}
 
+int rg_scorer_ablate_each(rg_scorer *sc, const double *r, double *bypass, double *kl) {
+  set_dir(sc, r);
+  int nh = sc->n_harmful, nl = sc->n_harmless, rc = 0;
   rg_intervention ablate = {.ablate_dir = sc->dir};
   if (rg_session_set_intervention(sc->s, &ablate) < 0 ||
-      rg_session_prefill(sc->s, sc->ids, sc->lens, nh + nl, sc->logits) < 0) {
+      rg_session_prefill(sc->s, sc->ids, sc->lens, nh + nl, sc->logits) < 0)
     rc = -1;
-    goto end;
+  if (rc == 0) {
+    row_scores(sc, 0, nh, bypass);
+    for (int i = 0; i < nl; i++)
+      kl[i] = rg_kl_logits(sc->base_logits + (size_t)i * sc->vocab, sc->logits + (size_t)(nh + i) * sc->vocab,
+                           sc->vocab);
   }
-  *bypass = mean_score(sc, 0, nh);
-  double sum = 0;
-  for (int i = 0; i < nl; i++)
-    sum += rg_kl_logits(sc->base_logits + (size_t)i * sc->vocab, sc->logits + (size_t)(nh + i) * sc->vocab,
-                        sc->vocab);
-  *kl = sum / nl;
+  rg_session_set_intervention(sc->s, NULL);
+  return rc;
+}
 
+int rg_scorer_induce_each(rg_scorer *sc, const double *r, int layer, double *induce) {
+  if (layer < 0 || layer >= sc->m->cfg.n_layers)
+    return rg_error_set("scores: layer %d outside [0, %d)", layer, sc->m->cfg.n_layers);
+  set_dir(sc, r);
+  int nh = sc->n_harmful, nl = sc->n_harmless, rc;
   /* Activation addition at `layer` leaves the blocks below it as they were
    * on the unintervened pass: start there when that pass's stream is kept. */
   rg_intervention add = {.actadd_vec = sc->dir, .actadd_layer = layer, .actadd_coeff = 1.0f};
   float *harmless_logits = sc->logits + (size_t)nh * sc->vocab;
-  if (rg_session_set_intervention(sc->s, &add) < 0) {
-    rc = -1;
-    goto end;
-  }
+  if (rg_session_set_intervention(sc->s, &add) < 0) return -1;
   if (sc->harmless_resid) {
     rg_session_reset(sc->s);
     rc = rg_session_eval_from(sc->s, layer,
@@ -245,9 +277,37 @@ int rg_scorer_score(rg_scorer *sc, const double *r, int layer, double *bypass, d
   } else {
     rc = rg_session_prefill(sc->s, sc->ids + nh, sc->lens + nh, nl, harmless_logits);
   }
-  if (rc < 0) goto end;
-  *induce = mean_score(sc, nh, nl);
-end:
+  if (rc == 0) row_scores(sc, nh, nl, induce);
   rg_session_set_intervention(sc->s, NULL);
+  return rc;
+}
+
+int rg_scorer_score(rg_scorer *sc, const double *r, int layer, double *bypass, double *induce, double *kl) {
+  if (layer < 0 || layer >= sc->m->cfg.n_layers)
+    return rg_error_set("scores: layer %d outside [0, %d)", layer, sc->m->cfg.n_layers);
+  int nh = sc->n_harmful, nl = sc->n_harmless;
+  double *b = sc->each, *k = b + nh, *in = k + nl;
+  if (rg_scorer_ablate_each(sc, r, b, k) < 0 || rg_scorer_induce_each(sc, r, layer, in) < 0) return -1;
+  *bypass = mean_of(b, nh);
+  *kl = mean_of(k, nl);
+  *induce = mean_of(in, nl);
+  return 0;
+}
+
+int rg_prompt_refusal_scores(rg_session *s, const rg_token_batch *b, const int32_t *refusal_ids, int n_refusal,
+                             double *out) {
+  const int vocab = rg_session_vocab(s);
+  int chunk = rg_session_max_seqs(s);
+  if (rg_session_max_logit_rows(s) < chunk) chunk = rg_session_max_logit_rows(s);
+  float *logits = malloc((size_t)chunk * vocab * sizeof *logits);
+  if (!logits) return rg_error_set("scores: out of memory");
+  int rc = 0;
+  for (int first = 0; first < b->n && rc == 0; first += chunk) {
+    int k = b->n - first < chunk ? b->n - first : chunk;
+    rc = rg_session_prefill(s, b->ids + first, b->lens + first, k, logits);
+    for (int i = 0; rc == 0 && i < k; i++)
+      out[first + i] = rg_refusal_score(logits + (size_t)i * vocab, vocab, refusal_ids, n_refusal);
+  }
+  free(logits);
   return rc;
 }

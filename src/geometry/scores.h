@@ -20,13 +20,15 @@
  * under activation addition (induce).
  *
  * Ownership: the scorer owns its session and buffers and borrows the model
- * and the prompt token arrays (they must outlive it).
+ * and the prompt token arrays (they must outlive it); rg_scorer_new opens
+ * (and owns) its weights, rg_scorer_new_on borrows them.
  */
 #ifndef RG_GEOMETRY_SCORES_H
 #define RG_GEOMETRY_SCORES_H
 
 #include <stdint.h>
 
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 
@@ -56,14 +58,32 @@ typedef struct rg_scorer rg_scorer;
  * THREADS <= 0 = all CPUs. NULL with the error set. */
 rg_scorer *rg_scorer_new(const rg_model *m, const rg_token_batch *harmful, const rg_token_batch *harmless,
                          const int32_t *refusal_ids, int n_refusal, int threads);
+/* The same on weights W (borrowed: they must outlive the scorer). */
+rg_scorer *rg_scorer_new_on(const rg_weights *w, const rg_token_batch *harmful, const rg_token_batch *harmless,
+                            const int32_t *refusal_ids, int n_refusal);
 void rg_scorer_free(rg_scorer *sc);
 
 /* Mean refusal scores without intervention. */
 double rg_scorer_base_harmful(const rg_scorer *sc);
 double rg_scorer_base_harmless(const rg_scorer *sc);
+/* The same per prompt, into harmful[n_harmful] and harmless[n_harmless]. */
+void rg_scorer_base_each(const rg_scorer *sc, double *harmful, double *harmless);
 
 /* Scores the candidate direction r[d_model] (float64, unnormalized) taken at
  * block LAYER's input. Returns 0, or -1 with the error set. */
 int rg_scorer_score(rg_scorer *sc, const double *r, int layer, double *bypass, double *induce, double *kl);
+
+/* Per-prompt parts of the scores: bypass[n_harmful] (each harmful prompt's
+ * refusal score under ablation of r-hat), kl[n_harmless] (each harmless
+ * prompt's KL under that ablation), induce[n_harmless] (each harmless
+ * prompt's refusal score with +r added at block LAYER). Their means are
+ * rg_scorer_score's numbers; a bootstrap over prompts needs the parts. */
+int rg_scorer_ablate_each(rg_scorer *sc, const double *r, double *bypass, double *kl);
+int rg_scorer_induce_each(rg_scorer *sc, const double *r, int layer, double *induce);
+
+/* Each prompt's refusal score without intervention, on session S (n may
+ * exceed its max_seqs: run in chunks), into out[b->n]. Returns 0 or -1. */
+int rg_prompt_refusal_scores(rg_session *s, const rg_token_batch *b, const int32_t *refusal_ids, int n_refusal,
+                             double *out);
 
 #endif

@@ -1,0 +1,25 @@
+/* refusal_tokens.h: the refusal score's tokens fitted to a checkpoint.
+ *
+ * refusal_direction scores refusal by the probability of fixed first
+ * tokens ("I" for Llama-style chat models). A checkpoint whose refusals
+ * open otherwise ("Sorry, I can't do that." after R2D2's toward loss,
+ * Qwen's "I'm sorry" against "As an AI") needs its own. The fit: among the
+ * checkpoint's greedy replies that a refusal judge calls refusals, count
+ * the first generated tokens, and take the most frequent ones (ties: the
+ * smaller id first) until they open at least COVERAGE of those refusals.
+ */
+#ifndef RG_GEOMETRY_REFUSAL_TOKENS_H
+#define RG_GEOMETRY_REFUSAL_TOKENS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* FIRST[n] are the replies' first tokens (-1: the reply was empty),
+ * REFUSED[n] the judge's verdicts. Writes the chosen ids into ids[max_ids]
+ * and returns their count: 0 when no refusal has a first token, -1 with the
+ * error set when more than MAX_IDS tokens would be needed or on no memory.
+ * *COVERED gets the share of refusals the chosen tokens open (NaN for 0). */
+int rg_refusal_tokens_fit(const int32_t *first, const bool *refused, int n, double coverage, int32_t *ids,
+                          int max_ids, double *covered);
+
+#endif

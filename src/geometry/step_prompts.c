@@ -1,0 +1,147 @@
+/* step_prompts.c: a checkpoint's refusal tokens, their validity, and RD's
+ * prompt filter. */
+#include "geometry/step_prompts.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "geometry/auroc.h"
+#include "geometry/refusal_tokens.h"
+#include "geometry/replies.h"
+#include "geometry/scores.h"
+#include "model/context_len.h"
+#include "model/prompt_encode.h"
+#include "util/error.h"
+
+const char *const RG_SPLIT_NAMES[RG_N_SPLITS] = {"harmful_train", "harmless_train", "harmful_val", "harmless_val"};
+
+/* Prompts generated or scored together: a batch of 16 short prompts keeps
+ * the products wide enough for 2 cores and the KV cache small. */
+enum { PROBE_BATCH = 16 };
+
+static rg_token_batch batch_of(const rg_step_prompts *p, int split) {
+  return (rg_token_batch){(const int32_t *const *)p->ids[split], p->lens[split], p->total[split]};
+}
+
+static int parse_ids(const char *list, rg_step_prompts *p) {
+  const char *s = list;
+  while (*s) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno || v < 0 || v > INT32_MAX) return rg_error_set("refusal tokens: '%s' is not an id list", list);
+    if (p->n_refusal == RG_MAX_REFUSAL_TOKENS) return rg_error_set("refusal tokens: more than %d ids", RG_MAX_REFUSAL_TOKENS);
+    p->refusal[p->n_refusal++] = (int32_t)v;
+    s = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+/* AUROC of the scores of refused against complied prompts. */
+static double score_auroc(const double *score, const bool *refused, int n, int *n_refused, int *n_complied) {
+  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a), *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+  int na = 0, nb = 0;
+  double v = NAN;
+  if (a && b) {
+    for (int i = 0; i < n; i++) {
+      if (refused[i]) a[na++] = score[i];
+      else b[nb++] = score[i];
+    }
+    v = rg_auroc(a, na, b, nb);
+  }
+  *n_refused = na;
+  *n_complied = nb;
+  free(a);
+  free(b);
+  return v;
+}
+
+int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, const rg_verdict_plan *plan,
+                        const rg_refusal_list *judge, const char *chat_template, rg_step_prompts *out) {
+  *out = (rg_step_prompts){.coverage = NAN, .score_auroc = NAN};
+  const rg_model *m = rg_weights_model(w);
+  rg_session *s = NULL;
+  rg_chat_template t = {0};
+  rg_judged_replies train = {0}, val = {0};
+  int rc = -1, max_len = 0, ctx;
+  for (int k = 0; k < RG_N_SPLITS; k++) {
+    if (rg_acts_read_token_ids(rd, step, RG_SPLIT_NAMES[k], &out->ids[k], &out->lens[k], &out->total[k]) < 0)
+      goto end;
+    for (int i = 0; i < out->total[k]; i++) max_len = out->lens[k][i] > max_len ? out->lens[k][i] : max_len;
+    out->keep[k] = calloc((size_t)(out->total[k] ? out->total[k] : 1), sizeof *out->keep[k]);
+    out->score[k] = calloc((size_t)(out->total[k] ? out->total[k] : 1), sizeof *out->score[k]);
+    if (!out->keep[k] || !out->score[k]) {
+      rg_error_set("geometry: out of memory");
+      goto end;
+    }
+  }
+  if (rg_context_len(&m->cfg, max_len, plan->reply_tokens, &ctx) < 0) goto end;
+  if (!(s = rg_session_new(w, PROBE_BATCH, ctx, NULL))) goto end;
+  int32_t stop[2];
+  if (rg_prompt_template(m, chat_template && *chat_template ? chat_template : NULL, &t) < 0) goto end;
+  int n_stop = rg_prompt_stop_ids(m, &t, stop);
+
+  rg_token_batch harmful_val = batch_of(out, RG_SPLIT_HARMFUL_VAL), harmful_train = batch_of(out, RG_SPLIT_HARMFUL_TRAIN);
+  if (rg_judge_replies(s, &harmful_val, plan->reply_tokens, stop, n_stop, judge, &val) < 0) goto end;
+  if (strcmp(plan->refusal_tokens, "auto") == 0) {
+    if (rg_judge_replies(s, &harmful_train, plan->reply_tokens, stop, n_stop, judge, &train) < 0) goto end;
+    int k = rg_refusal_tokens_fit(train.first, train.refused, train.n, plan->auto_coverage, out->refusal,
+                                  RG_MAX_REFUSAL_TOKENS, &out->coverage);
+    if (k < 0) goto end;
+    out->n_refusal = k;
+  } else if (strcmp(plan->refusal_tokens, "rd") == 0) {
+    if (rg_refusal_tokens_default(m->tokenizer, out->refusal) < 0) goto end;
+    out->n_refusal = 1;
+  } else if (parse_ids(plan->refusal_tokens, out) < 0) {
+    goto end;
+  }
+  for (int k = 0; k < out->n_refusal; k++)
+    if (out->refusal[k] >= m->cfg.vocab_size) {
+      rg_error_set("refusal tokens: id %d outside the vocabulary (%d)", out->refusal[k], m->cfg.vocab_size);
+      goto end;
+    }
+  for (int k = 0; k < RG_N_SPLITS; k++) {
+    bool harmful = k == RG_SPLIT_HARMFUL_TRAIN || k == RG_SPLIT_HARMFUL_VAL;
+    rg_token_batch b = batch_of(out, k);
+    if (out->n_refusal > 0 && rg_prompt_refusal_scores(s, &b, out->refusal, out->n_refusal, out->score[k]) < 0)
+      goto end;
+    for (int i = 0; i < b.n; i++) {
+      /* without refusal tokens no prompt scores as refused */
+      bool pass = out->n_refusal > 0 && (harmful ? out->score[k][i] > 0 : out->score[k][i] < 0);
+      if (out->n_refusal == 0) out->score[k][i] = NAN;
+      out->keep[k][i] = plan->prompt_filter ? (out->n_refusal > 0 ? pass : !harmful) : true;
+      out->kept[k] += out->keep[k][i];
+    }
+  }
+  if (out->n_refusal > 0)
+    out->score_auroc = score_auroc(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused,
+                                   &out->val_complied);
+  else
+    score_auroc(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused, &out->val_complied);
+  rc = 0;
+end:
+  if (rc < 0) rg_error_prefix("step %ld", step);
+  rg_judged_replies_free(&train);
+  rg_judged_replies_free(&val);
+  rg_chat_template_free(&t);
+  rg_session_free(s);
+  if (rc < 0) rg_step_prompts_free(out);
+  return rc;
+}
+
+void rg_step_prompts_free(rg_step_prompts *p) {
+  for (int k = 0; k < RG_N_SPLITS; k++) {
+    rg_acts_token_ids_free(p->ids[k], p->lens[k], p->total[k]);
+    free(p->keep[k]);
+    free(p->score[k]);
+  }
+  *p = (rg_step_prompts){0};
+}
+
+void rg_step_prompts_token_list(const rg_step_prompts *p, char *buf, size_t len) {
+  buf[0] = '\0';
+  for (int k = 0, at = 0; k < p->n_refusal && at < (int)len - 12; k++)
+    at += snprintf(buf + at, len - (size_t)at, "%s%d", k ? "," : "", p->refusal[k]);
+}
