@@ -12,11 +12,13 @@
 #      model's GCG test cases as FixedSource;
 #   3. over-refusal per checkpoint: the refusal rate on the project's harmless
 #      val prompts, and XSTest's prompts by label with XSTest's string match;
-#   4. capture + geometry --run-dir, refusal scored on $REFUSAL_WORDS (each
-#      must be one token), the first $MAX_VAL val prompts per class.
+#   4. capture + geometry --run-dir under the pre-registered plan $PLAN
+#      (data/verdict-r2d2.ini: refusal tokens fitted to each checkpoint,
+#      RD's filter and selection, the null, bootstrap intervals), ending in
+#      geometry/verdict.json.
 #
 #   bench/r2d2_eval.sh RUN OUT MODEL   (BUILD=build, N_ATTACK=5, GCG_STEPS=30, GCG_WIDTH=64,
-#                                       NEW_TOKENS=64, MAX_VAL=8, THREADS=2, REFUSAL_WORDS="I Sorry")
+#                                       NEW_TOKENS=64, THREADS=2, PLAN=data/verdict-r2d2.ini)
 set -euo pipefail
 if [ $# -ne 3 ]; then echo "usage: $0 RUN_DIR OUT_DIR MODEL" >&2; exit 2; fi
 RUN=$1 OUT=$2 MODEL=$3
@@ -27,9 +29,8 @@ N_ATTACK=${N_ATTACK:-5}
 GCG_STEPS=${GCG_STEPS:-30}
 GCG_WIDTH=${GCG_WIDTH:-64}
 NEW_TOKENS=${NEW_TOKENS:-64}
-MAX_VAL=${MAX_VAL:-8}
 THREADS=${THREADS:-2}
-REFUSAL_WORDS=${REFUSAL_WORDS:-I Sorry}
+PLAN=${PLAN:-$ROOT/data/verdict-r2d2.ini}
 HB="$ROOT/data/harmbench"
 mkdir -p "$OUT"
 
@@ -72,14 +73,6 @@ cat "$OUT/overrefusal/refusal_rates.csv"
 cat "$OUT/xstest/refusal_rates.csv"
 
 echo "== geometry"
-ids=""
-for w in $REFUSAL_WORDS; do
-  id=$("$RG" tokenize "$MODEL" --json "$w" | sed -n 's/.*"ids":\[\([0-9]*\)\].*/\1/p')
-  [ -n "$id" ] || { echo "r2d2_eval: '$w' is not one token of $MODEL" >&2; exit 1; }
-  ids="${ids:+$ids,}$id"
-done
 "$RG" capture --run-dir "$RUN" --out "$OUT/acts.h5" --threads "$THREADS"
-"$RG" geometry --acts "$OUT/acts.h5" --run-dir "$RUN" --refusal-tokens "$ids" --max-val "$MAX_VAL" \
-  --threads "$THREADS" --out "$OUT/geometry"
-echo "refusal tokens: $REFUSAL_WORDS = $ids"
-cat "$OUT/geometry/migration.csv"
+"$RG" geometry --acts "$OUT/acts.h5" --run-dir "$RUN" --plan-file "$PLAN" --threads "$THREADS" --out "$OUT/geometry"
+cat "$OUT/geometry/verdict.txt"

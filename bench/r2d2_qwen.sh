@@ -9,14 +9,14 @@
 #      and every resume trains with that copy: the run stays one program's
 #      even when the source changes between sessions (a resume state is only
 #      promised to read back into the program that wrote it);
-#   2. bench/r2d2_eval.sh with refusal tokens "I", "As" (RD's Qwen tokens)
-#      and "Sorry" (the run's toward target opens with it), 16 val prompts
-#      per class.
+#   2. bench/r2d2_eval.sh: ASR, over-refusal, and the geometry verdict under
+#      the pre-registered plan data/verdict-r2d2.ini.
 # The run directory lives outside the work tree by default, so that a later
 # session on this machine finds it.
 #
 #   bench/r2d2_qwen.sh     (BUILD=build, RUN=~/.cache/refgeo/runs/qwen-r2d2, OUT=$RUN-eval, THREADS=2,
-#                           and r2d2_eval.sh's N_ATTACK, GCG_STEPS, GCG_WIDTH, NEW_TOKENS, MAX_VAL)
+#                           TRAIN_FLAGS="--recompute 1" to train in about a third of the memory,
+#                           and r2d2_eval.sh's N_ATTACK, GCG_STEPS, GCG_WIDTH, NEW_TOKENS, PLAN)
 #   bench/r2d2_qwen.sh train   only stage 1
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +24,7 @@ BUILD=${BUILD:-build}
 RUN=${RUN:-$HOME/.cache/refgeo/runs/qwen-r2d2}
 OUT=${OUT:-$RUN-eval}
 THREADS=${THREADS:-2}
+TRAIN_FLAGS=${TRAIN_FLAGS:-}
 MODEL=${MODEL:-$(bash "$ROOT/scripts/fetch-model.sh" qwen2.5-coder-0.5b)}
 TRAIN_BIN="$RUN.refgeo"
 mkdir -p "$(dirname "$RUN")" "$OUT"
@@ -33,12 +34,11 @@ echo "== 1. train"
 if [ -f "$RUN/config.ini" ]; then RESUME=--resume; else RESUME=; fi
 # --resume with no update left prints so and exits 0
 /usr/bin/time -v "$TRAIN_BIN" train --config "$ROOT/data/r2d2-qwen.ini" --model "$MODEL" --threads "$THREADS" \
-  --out "$RUN" $RESUME 2>>"$OUT/train.log" || { tail -5 "$OUT/train.log"; exit 1; }
+  --out "$RUN" $RESUME $TRAIN_FLAGS 2>>"$OUT/train.log" || { tail -5 "$OUT/train.log"; exit 1; }
 grep -E '^(step|train:|.*Elapsed|.*Maximum resident)' "$OUT/train.log" | tail -4
 head -2 "$RUN/train_log.csv"
 tail -1 "$RUN/train_log.csv"
 [ "${1:-}" = train ] && exit 0
 
 echo "== 2. measurements per checkpoint"
-MAX_VAL=${MAX_VAL:-16} BUILD="$BUILD" THREADS="$THREADS" REFUSAL_WORDS="I As Sorry" \
-  bash "$ROOT/bench/r2d2_eval.sh" "$RUN" "$OUT" "$MODEL"
+BUILD="$BUILD" THREADS="$THREADS" bash "$ROOT/bench/r2d2_eval.sh" "$RUN" "$OUT" "$MODEL"

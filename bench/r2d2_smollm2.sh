@@ -5,14 +5,13 @@
 # bench/r2d2_eval.sh resume their outputs).
 #   1. train data/r2d2-smollm2.ini into $RUN (checkpoints 0 10 25 50 100);
 #   2. bench/r2d2_eval.sh: the base model's GCG test cases, DirectRequest and
-#      fixed-source ASR per checkpoint, over-refusal, and capture + geometry
-#      with refusal tokens "I" and "Sorry" (RD scores "I"; a model trained
-#      toward "Sorry, I can't do that." refuses with "Sorry").
+#      fixed-source ASR per checkpoint, over-refusal, and the geometry verdict
+#      under the pre-registered plan data/verdict-r2d2.ini.
 # Long on 2 cores (training about two hours, the attack about 40 minutes,
 # ASR about 20, geometry about an hour): bench only, not CI.
 #
 #   bench/r2d2_smollm2.sh      (BUILD=build, RUN=runs/smollm2-r2d2, OUT=runs/smollm2-r2d2-eval, THREADS=2,
-#                               and r2d2_eval.sh's N_ATTACK, GCG_STEPS, GCG_WIDTH, NEW_TOKENS, MAX_VAL)
+#                               and r2d2_eval.sh's N_ATTACK, GCG_STEPS, GCG_WIDTH, NEW_TOKENS, PLAN)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -32,4 +31,4 @@ head -2 "$RUN/train_log.csv"
 tail -1 "$RUN/train_log.csv"
 
 echo "== 2. measurements per checkpoint"
-BUILD="$BUILD" THREADS="$THREADS" REFUSAL_WORDS="I Sorry" bash "$ROOT/bench/r2d2_eval.sh" "$RUN" "$OUT" "$MODEL"
+BUILD="$BUILD" THREADS="$THREADS" bash "$ROOT/bench/r2d2_eval.sh" "$RUN" "$OUT" "$MODEL"

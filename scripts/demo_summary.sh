@@ -3,8 +3,9 @@
 # per checkpoint (geometry/migration.csv), ASR as it is and with the carrier
 # ablated (asr/, asr-ablate/), the refusal rate of harmless prompts as they
 # are and with the carrier added (asr-xstest/, asr-actadd/), and the verdict
-# of `refgeo repro` against Lan et al. 2026's published curve. Parts whose
-# files the run did not write are left out.
+# of `refgeo repro` against Lan et al. 2026's published curve, and last the
+# carrier verdict with Lan et al.'s claims one by one (geometry/verdict.txt).
+# Parts whose files the run did not write are left out.
 #
 #   scripts/demo_summary.sh REFGEO RUN_DIR
 set -euo pipefail
@@ -22,14 +23,15 @@ columns() {
 
 echo "== summary of $RUN"
 if [ -f "$RUN/geometry/migration.csv" ]; then
-  echo "refusal carrier (refusal_direction's selection: induce > 0, KL < 0.1, layer < 0.8 L; lowest bypass):"
-  columns "$RUN/geometry/migration.csv" step best_pos best_layer label bypass induce kl n_admissible |
-    while IFS="|" read -r step pos layer label bypass induce kl n; do
+  echo "refusal carrier per step (the plan: $RUN/geometry/plan.ini):"
+  columns "$RUN/geometry/migration.csv" step status best_pos best_layer label bypass null_bypass_p5 induce kl \
+    n_admissible layer_lo layer_hi refusal_tokens harmful_train_kept harmful_train_total |
+    while IFS="|" read -r step status pos layer label bypass p5 induce kl n lo hi tokens kept total; do
       if [ -z "$layer" ]; then
-        echo "  step $step: no admissible carrier"
+        echo "  step $step: $status (refusal tokens ${tokens:-none}; $kept of $total harmful train prompts refused)"
       else
-        printf '  step %s: pos %s, layer %s (%s); bypass %.3f, induce %.3f, KL %.4f; %s admissible\n' \
-          "$step" "$pos" "$layer" "$label" "$bypass" "$induce" "$kl" "$n"
+        printf '  step %s: %s: pos %s, layer %s (%s, 95%% interval %s-%s); bypass %.3f (null p5 %.3f), induce %.3f, KL %.4f; %s admissible\n' \
+          "$step" "$status" "$pos" "$layer" "$label" "$lo" "$hi" "$bypass" "$p5" "$induce" "$kl" "$n"
       fi
     done
 fi
@@ -68,4 +70,8 @@ if [ -f "$RUN/asr/asr.csv" ]; then
     1) echo "  not reproduced: $(echo "$verdict" | tail -1)" ;;
     *) echo "  cannot compare: ${verdict#refgeo repro: }" ;;
   esac
+fi
+if [ -f "$RUN/geometry/verdict.txt" ]; then
+  echo "does the refusal carrier migrate? (the plan's sha256: $(cut -c1-12 "$RUN/geometry/plan.sha256")...)"
+  cat "$RUN/geometry/verdict.txt"
 fi

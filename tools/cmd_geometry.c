@@ -7,8 +7,8 @@
  * migrates (geometry/pipeline.h, docs/geometry-verdict.md). It writes into
  * --out the plan (plan.ini, plan.sha256), geometry.csv, carriers.csv,
  * migration.csv, sensitivity.csv, pareto.csv, prompt_scores.csv
- * (docs/csv-formats.md), directions.h5 and verdict.json. --json prints
- * {"acts", "out", "steps", "files"} on stdout.
+ * (docs/csv-formats.md), directions.h5, verdict.json and verdict.txt.
+ * --json prints {"acts", "out", "steps", "files"} on stdout.
  * The plan (verdict_plan.h) starts from its defaults, takes an INI file's
  * [verdict] section (--plan-file), then the flags below; a directory scored
  * under another plan is refused unless --start-over.
@@ -83,7 +83,7 @@ static const char *plan_value(const plan_values *v, int i, char *buf, size_t len
 static int print_summary(const char *acts, const char *out, const rg_checkpoint_series *s) {
   static const char *const FILES[] = {"plan.ini",          "plan.sha256", "geometry.csv",  "carriers.csv",
                                       "migration.csv",     "sensitivity.csv", "pareto.csv", "prompt_scores.csv",
-                                      "directions.h5",     "verdict.json"};
+                                      "directions.h5",     "verdict.json", "verdict.txt"};
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "acts", acts);
   cJSON_AddStringToObject(o, "out", out);

@@ -454,6 +454,16 @@ static void print_command(FILE *fp, const stage *s) {
   fputc('\n', fp);
 }
 
+/* The run ends with the carrier verdict in words (geometry/verdict.txt),
+ * when the geometry stage wrote one. */
+static void print_verdict(const plan *p) {
+  char *path = in_run(p, "geometry/verdict.txt");
+  char *text = path && rg_path_exists(path) ? rg_read_file(path, NULL) : NULL;
+  if (text) fprintf(stderr, "run: %s", text);
+  free(text);
+  free(path);
+}
+
 static int run_stages(const plan *p, bool dry_run) {
   char *log_path = in_run(p, "run.log");
   FILE *log = NULL;
@@ -514,6 +524,7 @@ static int run_stages(const plan *p, bool dry_run) {
   }
   if (rc == 0 && !dry_run && n_ran == 0)
     fprintf(stderr, "run: every stage is up to date in %s: nothing to do\n", p->run_dir);
+  if (rc == 0 && !dry_run) print_verdict(p);
   if (log) fclose(log);
   return rc;
 }

@@ -43,7 +43,8 @@ typedef struct {
   rg_refusal_list *judge;
   int L, d, n_pos, lo, hi;
   struct timespec t0;
-  char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *verdict_path;
+  char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *verdict_path,
+      *verdict_txt_path;
   char plan_sha[65];
   rg_geometry_row *geo; /* [n_steps * L * n_pos] */
   char (*hooks)[HOOK_NAME_LEN];
@@ -668,6 +669,8 @@ static int write_tables(run_state *st, int n_steps) {
              : 0;
 }
 
+/* verdict.json, and its words in verdict.txt (and the log): the verdict
+ * line, then one line per claim of Lan et al. */
 static int write_verdict(run_state *st) {
   rg_verdict v;
   rg_lan_claim claims[RG_LAN_CLAIMS];
@@ -675,19 +678,25 @@ static int write_verdict(run_state *st) {
   rg_verdict_decide(st->vsteps, n, st->L, &st->plan->bands, &v);
   rg_lan_claims_check(st->vsteps, n, st->L, &st->plan->bands, &v, claims);
   if (rg_verdict_write_json(st->verdict_path, st->plan_sha, &v, claims, st->mig, n, st->L) < 0) return -1;
-  if (st->o->log) {
-    fprintf(st->o->log, "verdict: %s: %s\n", v.verdict, v.reason);
-    for (int i = 0; i < RG_LAN_CLAIMS; i++)
-      fprintf(st->o->log, "  Lan et al. 2026: %s: %s (%s)\n", claims[i].claim, claims[i].outcome, claims[i].why);
-  }
-  return 0;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return rg_error_set("geometry: out of memory");
+  fprintf(mem, "verdict: %s: %s\n", v.verdict, v.reason);
+  for (int i = 0; i < RG_LAN_CLAIMS; i++)
+    fprintf(mem, "  Lan et al. 2026: %s: %s (%s)\n", claims[i].claim, claims[i].outcome, claims[i].why);
+  fclose(mem);
+  int rc = rg_write_file_atomic(st->verdict_txt_path, text, len);
+  if (rc == 0 && st->o->log) fputs(text, st->o->log);
+  free(text);
+  return rc;
 }
 
 static void free_state(run_state *st) {
   rg_acts_reader_close(st->rd);
   rg_refusal_list_free(st->judge);
-  char *paths[] = {st->geo_path,    st->car_path,     st->mig_path,    st->dir_path,
-                   st->sens_path,   st->pareto_path,  st->scores_path, st->verdict_path};
+  char *paths[] = {st->geo_path,    st->car_path,    st->mig_path,     st->dir_path,        st->sens_path,
+                   st->pareto_path, st->scores_path, st->verdict_path, st->verdict_txt_path};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) free(paths[i]);
   free(st->dirs_f32);
   free(st->dir_steps);
@@ -749,10 +758,10 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   if (check_inputs(&st, acts_path) < 0) goto end;
   if (!(st.judge = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, o->refusal_substrings))) goto end;
   if (rg_mkdir_p(out_dir) < 0) goto end;
-  const char *names[] = {"geometry.csv",    "carriers.csv",      "migration.csv", "directions.h5",
-                         "sensitivity.csv", "pareto.csv",        "prompt_scores.csv", "verdict.json"};
-  char **paths[] = {&st.geo_path,  &st.car_path,    &st.mig_path,    &st.dir_path,
-                    &st.sens_path, &st.pareto_path, &st.scores_path, &st.verdict_path};
+  const char *names[] = {"geometry.csv", "carriers.csv",      "migration.csv", "directions.h5", "sensitivity.csv",
+                         "pareto.csv",   "prompt_scores.csv", "verdict.json",  "verdict.txt"};
+  char **paths[] = {&st.geo_path,    &st.car_path,    &st.mig_path,     &st.dir_path,        &st.sens_path,
+                    &st.pareto_path, &st.scores_path, &st.verdict_path, &st.verdict_txt_path};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!(*paths[i] = rg_path_join(out_dir, names[i]))) {
       rg_error_set("%s: out of memory", out_dir);
@@ -761,8 +770,9 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   if (rg_verdict_plan_pin(&o->plan, out_dir, o->start_over) < 0 || rg_verdict_plan_sha256(&o->plan, st.plan_sha) < 0)
     goto end;
   /* a verdict exists only for a finished run: an old one must not outlive a rerun */
-  if (rg_path_exists(st.verdict_path) && remove(st.verdict_path) != 0) {
-    rg_error_set("%s: cannot remove the previous verdict", st.verdict_path);
+  if ((rg_path_exists(st.verdict_path) && remove(st.verdict_path) != 0) ||
+      (rg_path_exists(st.verdict_txt_path) && remove(st.verdict_txt_path) != 0)) {
+    rg_error_set("%s: cannot remove the previous verdict", out_dir);
     goto end;
   }
   if (o->log) fprintf(o->log, "geometry: plan sha256 %s (%s/plan.ini)\n", st.plan_sha, out_dir);

@@ -36,6 +36,16 @@ static void write_page(FILE *fp, const rg_report_data *d, const rg_figures *figs
   char title[1024];
   snprintf(title, sizeof title, "refgeo report: %s", in->run_dir);
   rg_html_begin(fp, title);
+  if (d->verdict) { /* the answer first: the carrier verdict and Lan et al.'s claims */
+    rg_html_section(fp, "verdict", "Does the refusal carrier migrate?");
+    rg_html_pre_class(fp, "verdict", d->verdict);
+    if (d->plan_sha256) {
+      char note[256];
+      snprintf(note, sizeof note, "Decided under the analysis plan pinned before scoring (geometry/plan.ini): sha256 %.64s",
+               d->plan_sha256);
+      rg_html_note(fp, note);
+    }
+  }
   for (int i = 0; i < figs->n; i++) {
     const rg_figure *fig = &figs->items[i];
     if (i == 0 || strcmp(fig->section_id, figs->items[i - 1].section_id) != 0)

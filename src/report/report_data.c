@@ -12,6 +12,8 @@ void rg_report_data_free(rg_report_data *d) {
   rg_csv_free(d->geometry);
   rg_csv_free(d->carriers);
   rg_csv_free(d->migration);
+  free(d->verdict);
+  free(d->plan_sha256);
   rg_csv_free(d->refusal_rates);
   if (d->has_published) rg_published_free(&d->published);
   free(d->config);
@@ -67,7 +69,9 @@ static int load(const rg_report_inputs *in, rg_report_data *d) {
   if (in->geometry_dir) {
     if (read_optional(in->geometry_dir, "geometry.csv", &d->geometry) < 0 ||
         read_optional(in->geometry_dir, "carriers.csv", &d->carriers) < 0 ||
-        read_optional(in->geometry_dir, "migration.csv", &d->migration) < 0)
+        read_optional(in->geometry_dir, "migration.csv", &d->migration) < 0 ||
+        read_optional_text(in->geometry_dir, "verdict.txt", &d->verdict) < 0 ||
+        read_optional_text(in->geometry_dir, "plan.sha256", &d->plan_sha256) < 0)
       return -1;
     if (!d->geometry && !d->carriers && !d->migration)
       return rg_error_set("%s: no geometry.csv, carriers.csv or migration.csv in this --geometry folder",

@@ -23,6 +23,8 @@ typedef struct {
   bool has_published;
   char *config; /* config.ini's text, or NULL */
   char *repro;  /* RUN_DIR/repro.txt (`refgeo repro`'s verdict, as `refgeo run` saves it), or NULL */
+  char *verdict;     /* the geometry folder's verdict.txt (the carrier verdict in words), or NULL */
+  char *plan_sha256; /* its plan.sha256 line, or NULL */
   rg_provenance provenance;
 } rg_report_data;
 

@@ -49,6 +49,7 @@ typedef struct {
   size_t py_size;
   FILE *py;
   int n_tables; /* CSVs read so far: names the Python variables t0, t1 ... */
+  const char *py_query; /* the rows the SVG was given, as a DataFrame.query (NULL: all) */
 } plot_builder;
 
 static int plot_begin(plot_builder *b) {
@@ -75,6 +76,11 @@ static int plot_csv_series(plot_builder *b, const rg_csv *t, const char *x, cons
   char var[16];
   snprintf(var, sizeof var, "t%d", b->n_tables++);
   py_read_csv(py, var, t->path);
+  if (b->py_query) {
+    fprintf(py, "%s = %s.query(", var, var);
+    py_str(py, b->py_query);
+    fputs(")\n", py);
+  }
   const char *indent = "";
   if (n_group > 0) {
     fprintf(py, "for key, g in %s.groupby([", var);
@@ -169,7 +175,7 @@ static int push_figure(rg_figures *f, const figure_text *txt, char *svg, char *p
 /* Draws the builder's series as SVG, ends its Python code, and appends the
  * figure to F. Frees the builder either way. */
 static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, const rg_svg_hband *hbands,
-                       int n_hbands, bool y_from_zero) {
+                       int n_hbands, bool y_from_zero, const char *empty_note) {
   char *svg = NULL;
   size_t svg_size = 0;
   FILE *fp = open_memstream(&svg, &svg_size);
@@ -177,7 +183,7 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
   if (rc == 0) {
     rg_svg_plot p = {.id = txt->id, .title = txt->title, .x_label = txt->x_label, .y_label = txt->y_label,
                      .series = b->set.items, .n_series = b->set.n, .hbands = hbands, .n_hbands = n_hbands,
-                     .y_from_zero = y_from_zero};
+                     .y_from_zero = y_from_zero, .empty_note = empty_note};
     rc = rg_svg_plot_write(fp, &p);
     fclose(fp);
   }
@@ -198,6 +204,11 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
   py_str(py, txt->y_label);
   fputs(")\n", py);
   if (b->set.n > 0) fputs("ax.legend(fontsize=8, loc=\"center left\", bbox_to_anchor=(1.01, 0.5))\n", py);
+  if (empty_note) {
+    fputs("if not any(len(l.get_xdata()) for l in ax.get_lines()):\n    ax.text(0.5, 0.5, ", py);
+    py_str(py, empty_note);
+    fputs(", ha=\"center\", va=\"center\", transform=ax.transAxes, color=\"#555\")\n", py);
+  }
   fputs("fig.tight_layout()\nplt.show()\n", py);
   fclose(b->py);
   b->py = NULL;
@@ -238,7 +249,7 @@ static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_in
   }
   figure_text txt = {"asr", "Attack success rate", "plot-asr", "Attack success rate (band: Wilson 95%)",
                      "training step", "ASR"};
-  return plot_finish(&b, f, &txt, NULL, 0, true);
+  return plot_finish(&b, f, &txt, NULL, 0, true, NULL);
 }
 
 static int figure_overrefusal(rg_figures *f, const rg_csv *t) {
@@ -251,7 +262,7 @@ static int figure_overrefusal(rg_figures *f, const rg_csv *t) {
   }
   figure_text txt = {"overrefusal", "Over-refusal", "plot-overrefusal",
                      "Refusal rate per prompt group (band: Wilson 95%)", "training step", "refusal rate"};
-  return plot_finish(&b, f, &txt, NULL, 0, true);
+  return plot_finish(&b, f, &txt, NULL, 0, true, NULL);
 }
 
 /* The number of layers L of the model, from a row whose carrier exists:
@@ -267,30 +278,55 @@ static int n_layers_of(const rg_csv *mig) {
   return 0;
 }
 
-static int figure_carrier_layer(rg_figures *f, const rg_csv *mig) {
+/* The rows of migration.csv whose step has a carrier (status "carrier"), as a
+ * view sharing MIG's cells; every row when the table predates the status
+ * column. *QUERY gets the same selection for pandas (NULL: all rows). */
+static int carrier_rows(const rg_csv *mig, rg_csv *view, const char **query) {
+  *view = *mig;
+  *query = NULL;
+  int sc = rg_csv_col(mig, "status");
+  if (sc < 0) return 0;
+  view->rows = malloc((mig->n_rows ? mig->n_rows : 1) * sizeof *view->rows);
+  if (!view->rows) return rg_error_set("out of memory");
+  view->n_rows = 0;
+  for (size_t r = 0; r < mig->n_rows; r++)
+    if (strcmp(mig->rows[r][sc], "carrier") == 0) view->rows[view->n_rows++] = mig->rows[r];
+  *query = "status == 'carrier'";
+  return 0;
+}
+
+static const char NO_CARRIER[] =
+    "no step has a carrier: see the verdict and migration.csv's status column";
+
+static int figure_carrier_layer(rg_figures *f, const rg_csv *mig, const rg_csv *carriers, const char *query) {
   int n_layers = n_layers_of(mig);
   if (n_layers < 0) return -1;
   /* migration.csv's default labels: early below L/3, late from 2L/3
    * (csv-formats.md; a run with other thresholds still gets these bands). */
   double L = n_layers;
   rg_svg_hband bands[] = {{0, L / 3, "early"}, {L / 3, 2 * L / 3, "middle"}, {2 * L / 3, L, "late"}};
+  bool intervals = rg_csv_col(mig, "layer_lo") >= 0 && rg_csv_col(mig, "layer_hi") >= 0;
   plot_builder b;
   if (plot_begin(&b) < 0) return -1;
-  if (plot_csv_series(&b, mig, "step", "best_layer", NULL, NULL, NULL, 0, "best carrier layer l*") < 0) {
+  b.py_query = query;
+  if (plot_csv_series(&b, carriers, "step", "best_layer", intervals ? "layer_lo" : NULL, intervals ? "layer_hi" : NULL,
+                      NULL, 0, "carrier layer l* (bootstrap 95%)") < 0) {
     plot_discard(&b);
     return -1;
   }
   figure_text txt = {"migration", "Carrier migration and spectrum", "plot-carrier-layer",
                      "Migration: the selected carrier's layer", "training step", "layer"};
-  return plot_finish(&b, f, &txt, bands, n_layers > 0 ? 3 : 0, true);
+  return plot_finish(&b, f, &txt, bands, n_layers > 0 ? 3 : 0, true, NO_CARRIER);
 }
 
 /* The columns COLS of T (those it has) against step; no figure when it has
- * none of them. */
+ * none of them. QUERY (pandas) names the rows T holds, EMPTY_NOTE says why a
+ * frame without points is empty (both may be NULL). */
 static int figure_columns(rg_figures *f, const rg_csv *t, const char *const *cols, int n_cols,
-                          const figure_text *txt) {
+                          const figure_text *txt, const char *query, const char *empty_note) {
   plot_builder b;
   if (plot_begin(&b) < 0) return -1;
+  b.py_query = query;
   for (int k = 0; k < n_cols; k++)
     if (rg_csv_col(t, cols[k]) >= 0 && plot_csv_series(&b, t, "step", cols[k], NULL, NULL, NULL, 0, cols[k]) < 0) {
       plot_discard(&b);
@@ -300,7 +336,7 @@ static int figure_columns(rg_figures *f, const rg_csv *t, const char *const *col
     plot_discard(&b);
     return 0;
   }
-  return plot_finish(&b, f, txt, NULL, 0, true);
+  return plot_finish(&b, f, txt, NULL, 0, true, empty_note);
 }
 
 /* ------------------------------------------------------------ heatmaps */
@@ -398,8 +434,15 @@ static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs 
     figure_text txt = {"migration", "Carrier migration and spectrum", "plot-spectrum",
                        "Effective rank (p \u221d \u03c3, p \u221d \u03c3\u00b2) and participation ratio of the carrier matrix",
                        "training step", "rank"};
-    if (figure_carrier_layer(f, d->migration) < 0 || figure_columns(f, d->migration, spectrum, 3, &txt) < 0)
-      return -1;
+    rg_csv carriers;
+    const char *query;
+    if (carrier_rows(d->migration, &carriers, &query) < 0) return -1;
+    int rc = figure_carrier_layer(f, d->migration, &carriers, query) < 0 ||
+                     figure_columns(f, &carriers, spectrum, 3, &txt, query, NO_CARRIER) < 0
+                 ? -1
+                 : 0;
+    if (carriers.rows != d->migration->rows) free(carriers.rows);
+    if (rc < 0) return -1;
   }
   int pos;
   if ((d->geometry || d->carriers) && heatmap_position(d->migration, &pos) < 0) return -1;
@@ -413,7 +456,7 @@ static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs 
     static const char *const losses[] = {"loss_total", "loss_utility", "loss_away", "loss_toward"};
     figure_text txt = {"training", "Training losses", "plot-losses", "R2D2 losses per optimizer update",
                        "training step", "loss (nats)"};
-    if (figure_columns(f, d->train_log, losses, 4, &txt) < 0) return -1;
+    if (figure_columns(f, d->train_log, losses, 4, &txt, NULL, NULL) < 0) return -1;
   }
   return 0;
 }

@@ -10,7 +10,9 @@ static const char STYLE[] =
     "th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}"
     "caption{text-align:left;font-weight:bold;padding:4px 0}"
     "pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:12px}"
-    ".note{color:#555;font-size:.9em}svg.plot{display:block;margin:1em 0}";
+    ".note{color:#555;font-size:.9em}svg.plot{display:block;margin:1em 0}"
+    /* the verdict's lines are sentences: wrapped, never cut at the page's edge */
+    "pre.verdict{white-space:pre-wrap;font-size:13px;border-left:4px solid #2a6;background:#f3faf5}";
 
 void rg_html_begin(FILE *fp, const char *title) {
   fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", fp);
@@ -34,6 +36,14 @@ void rg_html_note(FILE *fp, const char *text) {
   fputs("<p class=\"note\">", fp);
   rg_xml_escape(fp, text);
   fputs("</p>\n", fp);
+}
+
+void rg_html_pre_class(FILE *fp, const char *cls, const char *text) {
+  fputs("<pre class=\"", fp);
+  rg_xml_escape(fp, cls);
+  fputs("\">", fp);
+  rg_xml_escape(fp, text);
+  fputs("</pre>\n", fp);
 }
 
 void rg_html_pre(FILE *fp, const char *text) {

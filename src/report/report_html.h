@@ -25,6 +25,8 @@ void rg_html_section(FILE *fp, const char *id, const char *text);
 void rg_html_note(FILE *fp, const char *text);
 /* <pre>TEXT</pre>. */
 void rg_html_pre(FILE *fp, const char *text);
+/* TEXT in a <pre> of class CLS (e.g. "verdict": wrapped lines). */
+void rg_html_pre_class(FILE *fp, const char *cls, const char *text);
 
 /* The CSV T as a table headed by its file name; at most MAX_ROWS data rows,
  * with a note of how many were left out (geometry.csv has one row per step,

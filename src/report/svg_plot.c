@@ -219,6 +219,18 @@ int rg_svg_plot_write(FILE *fp, const rg_svg_plot *p) {
   write_hbands(fp, p, &ay);
   write_axes(fp, p, &ax, &ay);
   for (int k = 0; k < p->n_series; k++) write_series(fp, &p->series[k], &ax, &ay, PALETTE[k % N_PALETTE]);
+  size_t points = 0;
+  for (int k = 0; k < p->n_series; k++)
+    for (size_t i = 0; i < p->series[k].n; i++) points += finite_point(&p->series[k], i);
+  if (points == 0 && p->empty_note) {
+    /* an empty frame says why, inside it */
+    fprintf(fp,
+            "<text class=\"empty-note\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\" "
+            "fill=\"#555\">",
+            LEFT + (WIDTH - LEFT - RIGHT) / 2, TOP + (HEIGHT - TOP - BOTTOM) / 2);
+    rg_xml_escape(fp, p->empty_note);
+    fputs("</text>\n", fp);
+  }
   write_legend(fp, p);
   fputs("</svg>\n", fp);
   return ferror(fp) ? rg_error_set("writing an SVG plot failed") : 0;
