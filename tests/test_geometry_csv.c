@@ -94,7 +94,7 @@ static void test_tables(void **state) {
   path = t_tmp_path("migration.csv");
   assert_int_equal(rg_write_migration_csv(path, mig, 3), 0);
   t = read_back(path);
-  assert_int_equal(t->n_cols, 38);
+  assert_int_equal(t->n_cols, 39);
   assert_string_equal(t->header[13], "matrix");
   assert_string_equal(cell(t, 2, "status"), "");     /* set by the pipeline, not the selection */
   assert_string_equal(cell(t, 2, "layer_lo"), "nan"); /* not measured */

@@ -319,6 +319,9 @@ static void test_planted_migration(void **state) {
   assert_string_equal(cell(r.mig, 1, "status"), "carrier");
   assert_string_equal(cell(r.mig, 1, "best_layer"), "2");
   assert_string_equal(cell(r.mig, 1, "label"), "early");
+  /* the probe of the checkpoint's own refusals reads them from the planted layer on */
+  assert_string_equal(cell(r.mig, 0, "probe_layer"), "8");
+  assert_string_equal(cell(r.mig, 1, "probe_layer"), "2");
   for (int s = 0; s < 2; s++) {
     /* the filter keeps exactly the dense harmful prompts and every harmless one */
     assert_int_equal(atoi(cell(r.mig, s, "harmful_train_kept")), N_TRAIN - N_TRAIN_LIGHT);

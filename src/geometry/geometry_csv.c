@@ -105,7 +105,7 @@ static int migration_row(rg_csv_writer *w, const void *rows, int i) {
   const double tail[] = {r->score_auroc,   r->base_harmful, r->base_harmless, r->null_bypass_p5,
                          r->carrier_share, r->layer_lo,     r->layer_hi,      r->bypass_lo,
                          r->bypass_hi,     r->induce_lo,    r->induce_hi,     r->kl_lo,
-                         r->kl_hi};
+                         r->kl_hi,         r->probe_layer};
   if (rg_csv_writer_str(w, r->refusal_tokens ? r->refusal_tokens : "") ||
       rg_csv_writer_double(w, r->refusal_coverage) || put_doubles(w, tail, (int)(sizeof tail / sizeof tail[0])))
     return -1;
@@ -121,7 +121,7 @@ int rg_write_migration_csv(const char *path, const rg_migration_row *rows, int n
       "harmful_val_total",  "harmless_val_kept",   "harmless_val_total",  "refusal_tokens",      "refusal_coverage",
       "score_auroc",   "base_harmful",        "base_harmless",      "null_bypass_p5",     "carrier_share",
       "layer_lo",      "layer_hi",            "bypass_lo",          "bypass_hi",          "induce_lo",
-      "induce_hi",     "kl_lo",               "kl_hi"};
+      "induce_hi",     "kl_lo",               "kl_hi",              "probe_layer"};
   return write_table(path, header, (int)(sizeof header / sizeof header[0]), rows, n, migration_row);
 }
 
@@ -169,4 +169,17 @@ int rg_write_prompt_scores_csv(const char *path, const rg_prompt_score_row *rows
                                        "value"};
   if (n > 0x7fffffff) return rg_error_set("%s: %ld rows is too many", path, n);
   return write_table(path, header, (int)(sizeof header / sizeof header[0]), rows, (int)n, prompt_score_row);
+}
+
+static int probe_row(rg_csv_writer *w, const void *rows, int i) {
+  const rg_probe_row *r = (const rg_probe_row *)rows + i;
+  if (rg_csv_writer_int(w, r->step) || rg_csv_writer_int(w, r->layer) || rg_csv_writer_int(w, r->pos) ||
+      rg_csv_writer_double(w, r->auroc) || rg_csv_writer_int(w, r->n_refused) || rg_csv_writer_int(w, r->n_complied))
+    return -1;
+  return 0;
+}
+
+int rg_write_probes_csv(const char *path, const rg_probe_row *rows, int n) {
+  static const char *const header[] = {"step", "layer", "pos", "auroc", "n_refused", "n_complied"};
+  return write_table(path, header, (int)(sizeof header / sizeof header[0]), rows, n, probe_row);
 }

@@ -65,6 +65,16 @@ typedef struct {
 
 int rg_write_pareto_csv(const char *path, const rg_pareto_row *rows, int n);
 
+/* probes.csv: how well each direction reads the checkpoint's own refusals. */
+typedef struct {
+  long step;
+  int layer, pos;
+  double auroc; /* projections onto r-hat[p, l]: refused vs complied harmful val prompts */
+  int n_refused, n_complied;
+} rg_probe_row;
+
+int rg_write_probes_csv(const char *path, const rg_probe_row *rows, int n);
+
 /* prompt_scores.csv: every per-prompt score behind a step's means (long form). */
 typedef struct {
   long step;

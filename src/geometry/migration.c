@@ -38,7 +38,8 @@ void rg_migration_row_fill(rg_migration_row *row, long step, const rg_candidate 
                             .induce_lo = NAN,
                             .induce_hi = NAN,
                             .kl_lo = NAN,
-                            .kl_hi = NAN};
+                            .kl_hi = NAN,
+                            .probe_layer = NAN};
   if (sel->best < 0) {
     row->best_pos = 0;
     row->best_layer = -1;

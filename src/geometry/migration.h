@@ -47,6 +47,7 @@ typedef struct {
   double carrier_share;       /* bootstrap resamples that select a carrier */
   double layer_lo, layer_hi;  /* bootstrap 95% interval of the selected layer */
   double bypass_lo, bypass_hi, induce_lo, induce_hi, kl_lo, kl_hi;
+  double probe_layer; /* earliest layer whose direction reads refused vs complied at AUROC >= 0.8; NaN if none */
 } rg_migration_row;
 
 /* Sets the whole row: the fields below from one step's selection, the

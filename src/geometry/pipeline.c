@@ -43,8 +43,8 @@ typedef struct {
   rg_refusal_list *judge;
   int L, d, n_pos, lo, hi;
   struct timespec t0;
-  char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *verdict_path,
-      *verdict_txt_path;
+  char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *probes_path,
+      *verdict_path, *verdict_txt_path;
   char plan_sha[65];
   rg_geometry_row *geo; /* [n_steps * L * n_pos] */
   char (*hooks)[HOOK_NAME_LEN];
@@ -58,6 +58,8 @@ typedef struct {
   int n_sens;
   rg_pareto_row *pareto; /* [n_steps * n_cand] */
   int n_pareto;
+  rg_probe_row *probes; /* [n_steps * L * n_pos] */
+  int n_probes;
   rg_prompt_score_row *pscores;
   long n_pscores, cap_pscores;
   double *dirs0, *prev, *cur; /* [n_pos][L][d] */
@@ -166,11 +168,12 @@ static int alloc_state(run_state *st) {
   st->vsteps = calloc((size_t)n_steps, sizeof *st->vsteps);
   st->sens = calloc((size_t)n_steps * N_TAU, sizeof *st->sens);
   st->pareto = calloc((size_t)n_steps * n_cand, sizeof *st->pareto);
+  st->probes = calloc((size_t)n_steps * st->L * st->n_pos, sizeof *st->probes);
   st->best0 = malloc((size_t)st->d * sizeof(double));
   st->dirs_f32 = malloc((size_t)n_steps * n * sizeof(float));
   st->dir_steps = calloc((size_t)n_steps, sizeof *st->dir_steps);
   if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->tokens ||
-      !st->vsteps || !st->sens || !st->pareto || !st->best0 || !st->dirs_f32 || !st->dir_steps)
+      !st->vsteps || !st->sens || !st->pareto || !st->probes || !st->best0 || !st->dirs_f32 || !st->dir_steps)
     return rg_error_set("geometry: out of memory");
   return 0;
 }
@@ -603,6 +606,53 @@ static void no_refusal_step(run_state *st, int si, const rg_step_prompts *sp) {
             ck->step, sp->kept[0], st->plan->n_min, sp->kept[2], sp->kept[3], elapsed(st));
 }
 
+/* An AUROC a probe must reach to read the checkpoint's refusals (issue 42's
+ * "earliest layer reaching 0.8"). */
+static const double PROBE_AUROC = 0.8;
+
+/* probes.csv rows of one step: for every (p, l), how well the projection of
+ * the harmful val prompts onto r-hat[p, l] separates those the checkpoint
+ * refuses from those it answers (its own replies, not harmful vs harmless,
+ * which would measure harmfulness). Returns the earliest layer that reaches
+ * PROBE_AUROC at some position (NaN if none) in *FIRST. */
+static int record_probes(run_state *st, long step, const rg_step_prompts *sp, double *first) {
+  float *acts = NULL;
+  int n = 0, n_pos = 0;
+  *first = NAN;
+  if (rg_acts_read_site(st->rd, step, "harmful_val", RG_HOOK_RESID_PRE, &acts, &n, &n_pos) < 0) return -1;
+  if (n != sp->total[RG_SPLIT_HARMFUL_VAL] || n_pos != st->n_pos) {
+    free(acts);
+    return rg_error_set("%s: step %ld: %d harmful val activations at %d positions, but %d prompts at %d",
+                        rg_acts_reader_path(st->rd), step, n, n_pos, sp->total[RG_SPLIT_HARMFUL_VAL], st->n_pos);
+  }
+  int *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+  double *X = malloc((size_t)(n ? n : 1) * st->d * sizeof *X), *proj = malloc((size_t)(n ? n : 1) * sizeof *proj);
+  double *a = malloc((size_t)(n ? n : 1) * sizeof *a), *b = malloc((size_t)(n ? n : 1) * sizeof *b);
+  int rc = all && X && proj && a && b ? 0 : rg_error_set("geometry: out of memory");
+  for (int i = 0; i < n; i++) all[i] = i;
+  for (int l = 0; rc == 0 && l < st->L; l++)
+    for (int pi = 0; pi < st->n_pos; pi++) {
+      rows_to_double(st, acts, n, all, n, l, pi, X);
+      rg_project_rows(X, n, st->d, dir_at(st, st->cur, pi, l), proj);
+      int na = 0, nb = 0;
+      for (int i = 0; i < n; i++) {
+        if (sp->refused_val[i]) a[na++] = proj[i];
+        else b[nb++] = proj[i];
+      }
+      rg_probe_row *r = &st->probes[st->n_probes++];
+      *r = (rg_probe_row){.step = step, .layer = l, .pos = pi - st->n_pos, .auroc = rg_auroc(a, na, b, nb),
+                          .n_refused = na, .n_complied = nb};
+      if (isnan(*first) && r->auroc >= PROBE_AUROC) *first = l;
+    }
+  free(acts);
+  free(all);
+  free(X);
+  free(proj);
+  free(a);
+  free(b);
+  return rc;
+}
+
 static int run_step(run_state *st, int si) {
   const rg_checkpoint *ck = &st->series->items[si];
   train_set t = {0};
@@ -629,7 +679,8 @@ static int run_step(run_state *st, int si) {
   for (int pi = 0; pi < st->n_pos; pi++)
     for (int l = 0; l < st->L; l++)
       if (rg_diff_means_direction(dm, pi, l, dir_at(st, st->cur, pi, l)) < 0) goto end;
-  if (geometry_rows(st, si, &t, dm) < 0) goto end;
+  double probe_layer;
+  if (geometry_rows(st, si, &t, dm) < 0 || record_probes(st, ck->step, &sp, &probe_layer) < 0) goto end;
   if (st->o->log)
     fprintf(st->o->log, "step %ld: directions of %d positions x %d layers from %d harmful / %d harmless train "
                         "prompts (%s) [%.1f s]\n",
@@ -642,6 +693,7 @@ static int run_step(run_state *st, int si) {
     if (score_step(st, si, w, &sp, &ss) < 0 || decide_step(st, si, &ss, dm, &t) < 0) goto end;
   }
   fill_prompt_fields(st, si, &sp);
+  st->mig[si].probe_layer = probe_layer;
   if (si == 0) memcpy(st->dirs0, st->cur, (size_t)st->n_pos * st->L * st->d * sizeof(double));
   double *tmp = st->prev;
   st->prev = st->cur;
@@ -664,6 +716,7 @@ static int write_tables(run_state *st, int n_steps) {
                  rg_write_sensitivity_csv(st->sens_path, st->sens, st->n_sens) < 0 ||
                  rg_write_pareto_csv(st->pareto_path, st->pareto, st->n_pareto) < 0 ||
                  rg_write_prompt_scores_csv(st->scores_path, st->pscores, st->n_pscores) < 0 ||
+                 rg_write_probes_csv(st->probes_path, st->probes, st->n_probes) < 0 ||
                  rg_directions_write(st->dir_path, st->L, st->n_pos, st->d, st->dir_steps, n_steps) < 0
              ? -1
              : 0;
@@ -695,8 +748,9 @@ static int write_verdict(run_state *st) {
 static void free_state(run_state *st) {
   rg_acts_reader_close(st->rd);
   rg_refusal_list_free(st->judge);
-  char *paths[] = {st->geo_path,    st->car_path,    st->mig_path,     st->dir_path,        st->sens_path,
-                   st->pareto_path, st->scores_path, st->verdict_path, st->verdict_txt_path};
+  char *paths[] = {st->geo_path,    st->car_path,    st->mig_path,     st->dir_path,
+                   st->sens_path,   st->pareto_path, st->scores_path,  st->probes_path,
+                   st->verdict_path, st->verdict_txt_path};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) free(paths[i]);
   free(st->dirs_f32);
   free(st->dir_steps);
@@ -708,6 +762,7 @@ static void free_state(run_state *st) {
   free(st->vsteps);
   free(st->sens);
   free(st->pareto);
+  free(st->probes);
   free(st->pscores);
   free(st->dirs0);
   free(st->prev);
@@ -759,9 +814,10 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   if (!(st.judge = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, o->refusal_substrings))) goto end;
   if (rg_mkdir_p(out_dir) < 0) goto end;
   const char *names[] = {"geometry.csv", "carriers.csv",      "migration.csv", "directions.h5", "sensitivity.csv",
-                         "pareto.csv",   "prompt_scores.csv", "verdict.json",  "verdict.txt"};
-  char **paths[] = {&st.geo_path,    &st.car_path,    &st.mig_path,     &st.dir_path,        &st.sens_path,
-                    &st.pareto_path, &st.scores_path, &st.verdict_path, &st.verdict_txt_path};
+                         "pareto.csv",   "prompt_scores.csv", "probes.csv",    "verdict.json",  "verdict.txt"};
+  char **paths[] = {&st.geo_path,    &st.car_path,    &st.mig_path,     &st.dir_path,
+                    &st.sens_path,   &st.pareto_path, &st.scores_path,  &st.probes_path,
+                    &st.verdict_path, &st.verdict_txt_path};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!(*paths[i] = rg_path_join(out_dir, names[i]))) {
       rg_error_set("%s: out of memory", out_dir);

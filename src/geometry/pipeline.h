@@ -18,6 +18,9 @@
  *     harmful vs harmless train projections onto r-hat, and the spectrum of
  *     that site's centred per-prompt difference matrix x_i^harm - nu
  *     (matrix "prompt_diff", n_harmful x d_model).
+ *     probes.csv: per (p, l), the AUROC of the harmful val prompts'
+ *     projections onto r-hat for those the checkpoint refuses against those
+ *     it answers (its own greedy replies, judged).
  *  4. With at least n_min kept harmful train prompts and a kept prompt of
  *     each val class: candidate scores (scores.h) for every (p, l) in the
  *     layer range, per prompt, on the kept val prompts (the first max_val of
@@ -63,7 +66,8 @@ rg_geometry_opts rg_geometry_opts_default(void);
 /* Runs the pipeline over SERIES (every step must be complete in ACTS_PATH)
  * and writes into OUT_DIR (created) plan.ini, plan.sha256, geometry.csv,
  * carriers.csv, migration.csv, sensitivity.csv, pareto.csv,
- * prompt_scores.csv, directions.h5, verdict.json and verdict.txt (its words).
+ * prompt_scores.csv, probes.csv, directions.h5, verdict.json and verdict.txt
+ * (its words).
  * Returns 0 (whatever the verdict), or -1 with the error set. */
 int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, const char *out_dir,
                     const rg_geometry_opts *opts);

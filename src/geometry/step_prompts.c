@@ -115,11 +115,11 @@ int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, cons
       out->kept[k] += out->keep[k][i];
     }
   }
-  if (out->n_refusal > 0)
-    out->score_auroc = score_auroc(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused,
-                                   &out->val_complied);
-  else
-    score_auroc(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused, &out->val_complied);
+  /* without refusal tokens every score is NaN: the AUROC is NaN, the counts stand */
+  out->score_auroc =
+      score_auroc(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused, &out->val_complied);
+  out->refused_val = val.refused; /* kept: the probes read it */
+  val.refused = NULL;
   rc = 0;
 end:
   if (rc < 0) rg_error_prefix("step %ld", step);
@@ -137,6 +137,7 @@ void rg_step_prompts_free(rg_step_prompts *p) {
     free(p->keep[k]);
     free(p->score[k]);
   }
+  free(p->refused_val);
   *p = (rg_step_prompts){0};
 }
 

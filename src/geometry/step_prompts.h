@@ -36,6 +36,7 @@ typedef struct {
   double coverage;         /* auto: share of refused train replies the tokens open; NaN otherwise */
   double score_auroc;      /* refused vs complied harmful val prompts */
   int val_refused, val_complied;
+  bool *refused_val;       /* [total harmful val]: the judge's verdict on each greedy reply */
   int32_t **ids[RG_N_SPLITS]; /* every prompt's token ids, as the activation file stores them */
   int *lens[RG_N_SPLITS];
   int total[RG_N_SPLITS], kept[RG_N_SPLITS];
