@@ -38,6 +38,7 @@
 
 #include "testlib.h"
 
+#include "geometry/auroc.h"
 #include "geometry/bootstrap.h"
 #include "geometry/refusal_tokens.h"
 #include "geometry/verdict.h"
@@ -400,6 +401,20 @@ static void test_percentile_matches_numpy(void **state) {
   assert_true(fabs(rg_percentile(x, 1, 97.5) - 3.0) < 1e-12);
 }
 
+static void test_auroc_split(void **state) {
+  /* Mann-Whitney by hand: positives {0.9, 0.1} against {0.8, 0.4} win 2 of
+   * 4 pairs; positives {0.9, 0.8} win all 4 */
+  const double x[] = {0.9, 0.1, 0.8, 0.4};
+  const bool half[] = {1, 1, 0, 0}, all[] = {1, 0, 1, 0}, none[] = {0, 0, 0, 0};
+  int np, nn;
+  assert_true(fabs(rg_auroc_split(x, half, 4, &np, &nn) - 0.5) < 1e-15);
+  assert_int_equal(np, 2);
+  assert_int_equal(nn, 2);
+  assert_true(fabs(rg_auroc_split(x, all, 4, &np, &nn) - 1.0) < 1e-15);
+  assert_true(isnan(rg_auroc_split(x, none, 4, &np, &nn)));
+  assert_int_equal(nn, 4);
+}
+
 static rg_verdict_step carrier_at(long step, int layer, double lo, double hi) {
   return (rg_verdict_step){.step = step, .status = RG_STEP_CARRIER, .layer = layer, .layer_lo = lo, .layer_hi = hi,
                            .erank_sigma = 1.25};
@@ -515,6 +530,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_refusal_tokens_fit),
       cmocka_unit_test(test_percentile_matches_numpy),
+      cmocka_unit_test(test_auroc_split),
       cmocka_unit_test(test_verdict_rules),
       cmocka_unit_test(test_plan_pinning),
       cmocka_unit_test(test_planted_migration),

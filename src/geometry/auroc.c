@@ -48,3 +48,21 @@ void rg_project_rows(const double *X, int n, int d, const double *dir, double *o
   double norm = rg_vec_norm(dir, d);
   for (int i = 0; i < n; i++) out[i] = norm == 0.0 ? NAN : rg_vec_dot(X + (size_t)i * d, dir, d) / norm;
 }
+
+double rg_auroc_split(const double *x, const bool *positive, int n, int *n_pos, int *n_neg) {
+  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a), *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+  int na = 0, nb = 0;
+  double v = NAN;
+  if (a && b) {
+    for (int i = 0; i < n; i++) {
+      if (positive[i]) a[na++] = x[i];
+      else b[nb++] = x[i];
+    }
+    v = rg_auroc(a, na, b, nb);
+  }
+  *n_pos = na;
+  *n_neg = nb;
+  free(a);
+  free(b);
+  return v;
+}

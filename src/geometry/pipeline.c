@@ -627,29 +627,21 @@ static int record_probes(run_state *st, long step, const rg_step_prompts *sp, do
   }
   int *all = malloc((size_t)(n ? n : 1) * sizeof *all);
   double *X = malloc((size_t)(n ? n : 1) * st->d * sizeof *X), *proj = malloc((size_t)(n ? n : 1) * sizeof *proj);
-  double *a = malloc((size_t)(n ? n : 1) * sizeof *a), *b = malloc((size_t)(n ? n : 1) * sizeof *b);
-  int rc = all && X && proj && a && b ? 0 : rg_error_set("geometry: out of memory");
+  int rc = all && X && proj ? 0 : rg_error_set("geometry: out of memory");
   for (int i = 0; i < n; i++) all[i] = i;
   for (int l = 0; rc == 0 && l < st->L; l++)
     for (int pi = 0; pi < st->n_pos; pi++) {
       rows_to_double(st, acts, n, all, n, l, pi, X);
       rg_project_rows(X, n, st->d, dir_at(st, st->cur, pi, l), proj);
-      int na = 0, nb = 0;
-      for (int i = 0; i < n; i++) {
-        if (sp->refused_val[i]) a[na++] = proj[i];
-        else b[nb++] = proj[i];
-      }
       rg_probe_row *r = &st->probes[st->n_probes++];
-      *r = (rg_probe_row){.step = step, .layer = l, .pos = pi - st->n_pos, .auroc = rg_auroc(a, na, b, nb),
-                          .n_refused = na, .n_complied = nb};
+      *r = (rg_probe_row){.step = step, .layer = l, .pos = pi - st->n_pos};
+      r->auroc = rg_auroc_split(proj, sp->refused_val, n, &r->n_refused, &r->n_complied);
       if (isnan(*first) && r->auroc >= PROBE_AUROC) *first = l;
     }
   free(acts);
   free(all);
   free(X);
   free(proj);
-  free(a);
-  free(b);
   return rc;
 }
 

@@ -39,25 +39,6 @@ static int parse_ids(const char *list, rg_step_prompts *p) {
   return 0;
 }
 
-/* AUROC of the scores of refused against complied prompts. */
-static double score_auroc(const double *score, const bool *refused, int n, int *n_refused, int *n_complied) {
-  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a), *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
-  int na = 0, nb = 0;
-  double v = NAN;
-  if (a && b) {
-    for (int i = 0; i < n; i++) {
-      if (refused[i]) a[na++] = score[i];
-      else b[nb++] = score[i];
-    }
-    v = rg_auroc(a, na, b, nb);
-  }
-  *n_refused = na;
-  *n_complied = nb;
-  free(a);
-  free(b);
-  return v;
-}
-
 int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, const rg_verdict_plan *plan,
                         const rg_refusal_list *judge, const char *chat_template, rg_step_prompts *out) {
   *out = (rg_step_prompts){.coverage = NAN, .score_auroc = NAN};
@@ -117,7 +98,7 @@ int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, cons
   }
   /* without refusal tokens every score is NaN: the AUROC is NaN, the counts stand */
   out->score_auroc =
-      score_auroc(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused, &out->val_complied);
+      rg_auroc_split(out->score[RG_SPLIT_HARMFUL_VAL], val.refused, val.n, &out->val_refused, &out->val_complied);
   out->refused_val = val.refused; /* kept: the probes read it */
   val.refused = NULL;
   rc = 0;
