@@ -246,7 +246,7 @@ static void test_json_summaries(void **state) {
     snprintf(path, sizeof path, "geo/%s", f->valuestring);
     if (!rg_path_exists(path)) fail_msg("geometry --json lists %s, which was not written", path);
   }
-  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g, "files")), 12);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g, "files")), 13);
   cJSON_Delete(g);
 
   snprintf(args, sizeof args,

@@ -342,6 +342,24 @@ static void test_planted_migration(void **state) {
     assert_true(atof(cell(r.mig, s, "layer_hi")) == atof(cell(r.mig, s, "best_layer")));
   }
   assert_string_equal(verdict_of(&r), "migration");
+  /* transfer: both planted models carry the same direction U, at different
+   * blocks, so each step's carrier ablated in the other model removes its
+   * refusal as well (below that model's null), and a step's own row repeats
+   * its migration.csv scores (same prompts, same tokens) */
+  char *tpath = rg_path_join(r.out, "transfer.csv");
+  rg_csv *t = rg_csv_read(tpath);
+  assert_non_null(t);
+  assert_int_equal(t->n_rows, 4);
+  for (size_t i = 0; i < t->n_rows; i++) {
+    int to = strcmp(cell(t, (int)i, "to_step"), "0") == 0 ? 0 : 1;
+    assert_true(atof(cell(t, (int)i, "bypass")) < atof(cell(r.mig, to, "null_bypass_p5")));
+    if (strcmp(cell(t, (int)i, "from_step"), cell(t, (int)i, "to_step")) == 0) {
+      assert_true(atof(cell(t, (int)i, "bypass")) == atof(cell(r.mig, to, "bypass")));
+      assert_true(atof(cell(t, (int)i, "induce")) == atof(cell(r.mig, to, "induce")));
+    }
+  }
+  rg_csv_free(t);
+  free(tpath);
   series_free(&r);
 }
 

@@ -6,8 +6,8 @@
  * selects the carriers of every checkpoint and decides whether the carrier
  * migrates (geometry/pipeline.h, docs/geometry-verdict.md). It writes into
  * --out the plan (plan.ini, plan.sha256), geometry.csv, carriers.csv,
- * migration.csv, sensitivity.csv, pareto.csv, prompt_scores.csv, probes.csv
- * (docs/csv-formats.md), directions.h5, verdict.json and verdict.txt.
+ * migration.csv, sensitivity.csv, pareto.csv, prompt_scores.csv, probes.csv,
+ * transfer.csv (docs/csv-formats.md), directions.h5, verdict.json and verdict.txt.
  * --json prints {"acts", "out", "steps", "files"} on stdout.
  * The plan (verdict_plan.h) starts from its defaults, takes an INI file's
  * [verdict] section (--plan-file), then the flags below; a directory scored
@@ -83,7 +83,7 @@ static const char *plan_value(const plan_values *v, int i, char *buf, size_t len
 static int print_summary(const char *acts, const char *out, const rg_checkpoint_series *s) {
   static const char *const FILES[] = {"plan.ini",          "plan.sha256", "geometry.csv",  "carriers.csv",
                                       "migration.csv",     "sensitivity.csv", "pareto.csv", "prompt_scores.csv",
-                                      "probes.csv", "directions.h5", "verdict.json", "verdict.txt"};
+                                      "probes.csv", "transfer.csv", "directions.h5", "verdict.json", "verdict.txt"};
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "acts", acts);
   cJSON_AddStringToObject(o, "out", out);

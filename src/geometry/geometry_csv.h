@@ -75,6 +75,16 @@ typedef struct {
 
 int rg_write_probes_csv(const char *path, const rg_probe_row *rows, int n);
 
+/* transfer.csv: one step's best direction scored in another step's model. */
+typedef struct {
+  long from_step, to_step;
+  int pos, layer; /* the direction's candidate at from_step */
+  double bypass, induce;              /* in to_step's model, on its val prompts */
+  double base_harmful, base_harmless; /* to_step's unintervened means of the same prompts */
+} rg_transfer_row;
+
+int rg_write_transfer_csv(const char *path, const rg_transfer_row *rows, int n);
+
 /* prompt_scores.csv: every per-prompt score behind a step's means (long form). */
 typedef struct {
   long step;

@@ -34,6 +34,17 @@ enum { HOOK_NAME_LEN = 48, TOKENS_LEN = 200 };
 static const double SENSITIVITY_TAU[] = {0.05, 0.1, 0.2, 0.5, 1.0};
 enum { N_TAU = (int)(sizeof SENSITIVITY_TAU / sizeof SENSITIVITY_TAU[0]) };
 
+/* A step as a source and a target of the transfer pass: its best
+ * candidate's direction (none: layer -1), and the val prompts and refusal
+ * tokens it was scored with (none: nh 0). */
+typedef struct {
+  int pos, layer;
+  double *dir; /* [d] */
+  int32_t refusal[RG_MAX_REFUSAL_TOKENS];
+  int n_refusal;
+  int *hv, *lv, nh, nl;
+} transfer_end;
+
 /* Everything the run accumulates across steps. */
 typedef struct {
   const rg_geometry_opts *o;
@@ -44,7 +55,7 @@ typedef struct {
   int L, d, n_pos, lo, hi;
   struct timespec t0;
   char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *probes_path,
-      *verdict_path, *verdict_txt_path;
+      *transfer_path, *verdict_path, *verdict_txt_path;
   char plan_sha[65];
   rg_geometry_row *geo; /* [n_steps * L * n_pos] */
   char (*hooks)[HOOK_NAME_LEN];
@@ -60,6 +71,9 @@ typedef struct {
   int n_pareto;
   rg_probe_row *probes; /* [n_steps * L * n_pos] */
   int n_probes;
+  transfer_end *ends; /* [n_steps]: what the transfer pass needs of each step */
+  rg_transfer_row *transfer; /* [n_steps * n_steps] */
+  int n_transfer;
   rg_prompt_score_row *pscores;
   long n_pscores, cap_pscores;
   double *dirs0, *prev, *cur; /* [n_pos][L][d] */
@@ -169,11 +183,13 @@ static int alloc_state(run_state *st) {
   st->sens = calloc((size_t)n_steps * N_TAU, sizeof *st->sens);
   st->pareto = calloc((size_t)n_steps * n_cand, sizeof *st->pareto);
   st->probes = calloc((size_t)n_steps * st->L * st->n_pos, sizeof *st->probes);
+  st->ends = calloc((size_t)n_steps, sizeof *st->ends);
+  st->transfer = calloc((size_t)n_steps * n_steps, sizeof *st->transfer);
   st->best0 = malloc((size_t)st->d * sizeof(double));
   st->dirs_f32 = malloc((size_t)n_steps * n * sizeof(float));
   st->dir_steps = calloc((size_t)n_steps, sizeof *st->dir_steps);
   if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->tokens ||
-      !st->vsteps || !st->sens || !st->pareto || !st->probes || !st->best0 || !st->dirs_f32 || !st->dir_steps)
+      !st->vsteps || !st->sens || !st->pareto || !st->probes || !st->ends || !st->transfer || !st->best0 || !st->dirs_f32 || !st->dir_steps)
     return rg_error_set("geometry: out of memory");
   return 0;
 }
@@ -277,22 +293,41 @@ static void random_unit(uint64_t *state, double *v, int d) {
   for (int k = 0; k < d; k++) v[k] /= norm;
 }
 
+/* A scorer on weights W for the val prompts HV[nh] and LV[nl] (indices into
+ * the splits' token arrays IDS / LENS, harmful then harmless) with the
+ * refusal tokens of a step. NULL with the error set. */
+static rg_scorer *val_scorer(const rg_weights *w, int32_t **const *ids, int *const *lens, const int *hv, int nh,
+                             const int *lv, int nl, const int32_t *refusal, int n_refusal) {
+  int32_t **h = malloc((size_t)nh * sizeof *h), **l = malloc((size_t)nl * sizeof *l);
+  int *hl = malloc((size_t)nh * sizeof *hl), *ll = malloc((size_t)nl * sizeof *ll);
+  rg_scorer *sc = NULL;
+  if (!h || !l || !hl || !ll) {
+    rg_error_set("geometry: out of memory");
+  } else {
+    for (int i = 0; i < nh; i++) h[i] = ids[RG_SPLIT_HARMFUL_VAL][hv[i]], hl[i] = lens[RG_SPLIT_HARMFUL_VAL][hv[i]];
+    for (int i = 0; i < nl; i++) l[i] = ids[RG_SPLIT_HARMLESS_VAL][lv[i]], ll[i] = lens[RG_SPLIT_HARMLESS_VAL][lv[i]];
+    rg_token_batch bh = {(const int32_t *const *)h, hl, nh}, bl = {(const int32_t *const *)l, ll, nl};
+    sc = rg_scorer_new_on(w, &bh, &bl, refusal, n_refusal);
+  }
+  /* the scorer keeps the prompts' pointers, not these arrays */
+  free(h);
+  free(l);
+  free(hl);
+  free(ll);
+  return sc;
+}
+
 /* Scores every candidate and the null of one step, per prompt. */
 static int score_step(run_state *st, int si, const rg_weights *w, const rg_step_prompts *sp, step_scores *ss) {
   const rg_checkpoint *ck = &st->series->items[si];
   const int n_cand = st->n_pos * (st->hi - st->lo), n_null = st->plan->null_size;
-  int32_t **hv_ids = NULL, **lv_ids = NULL;
-  int *hv_len = NULL, *lv_len = NULL, rc = -1;
+  int rc = -1;
   rg_scorer *sc = NULL;
   double *u = NULL;
   if (pick_val(st, sp, RG_SPLIT_HARMFUL_VAL, &ss->hv, &ss->nh) < 0 ||
       pick_val(st, sp, RG_SPLIT_HARMLESS_VAL, &ss->lv, &ss->nl) < 0)
     goto end;
   const int nh = ss->nh, nl = ss->nl;
-  hv_ids = malloc((size_t)nh * sizeof *hv_ids);
-  hv_len = malloc((size_t)nh * sizeof *hv_len);
-  lv_ids = malloc((size_t)nl * sizeof *lv_ids);
-  lv_len = malloc((size_t)nl * sizeof *lv_len);
   ss->cand = calloc((size_t)n_cand, sizeof *ss->cand);
   ss->bypass = malloc((size_t)n_cand * nh * sizeof(double));
   ss->induce = malloc((size_t)n_cand * nl * sizeof(double));
@@ -302,21 +337,12 @@ static int score_step(run_state *st, int si, const rg_weights *w, const rg_step_
   ss->null_bypass = malloc((size_t)(n_null ? n_null : 1) * nh * sizeof(double));
   ss->null_kl = malloc((size_t)(n_null ? n_null : 1) * nl * sizeof(double));
   u = malloc((size_t)st->d * sizeof *u);
-  if (!hv_ids || !hv_len || !lv_ids || !lv_len || !ss->cand || !ss->bypass || !ss->induce || !ss->kl ||
+  if (!ss->cand || !ss->bypass || !ss->induce || !ss->kl ||
       !ss->base_h || !ss->base_l || !ss->null_bypass || !ss->null_kl || !u) {
     rg_error_set("geometry: out of memory");
     goto end;
   }
-  for (int i = 0; i < nh; i++) {
-    hv_ids[i] = sp->ids[RG_SPLIT_HARMFUL_VAL][ss->hv[i]];
-    hv_len[i] = sp->lens[RG_SPLIT_HARMFUL_VAL][ss->hv[i]];
-  }
-  for (int i = 0; i < nl; i++) {
-    lv_ids[i] = sp->ids[RG_SPLIT_HARMLESS_VAL][ss->lv[i]];
-    lv_len[i] = sp->lens[RG_SPLIT_HARMLESS_VAL][ss->lv[i]];
-  }
-  rg_token_batch bh = {(const int32_t *const *)hv_ids, hv_len, nh}, bl = {(const int32_t *const *)lv_ids, lv_len, nl};
-  if (!(sc = rg_scorer_new_on(w, &bh, &bl, sp->refusal, sp->n_refusal))) goto end;
+  if (!(sc = val_scorer(w, sp->ids, sp->lens, ss->hv, nh, ss->lv, nl, sp->refusal, sp->n_refusal))) goto end;
   rg_scorer_base_each(sc, ss->base_h, ss->base_l);
   char label[96];
   snprintf(label, sizeof label, "step %ld: scoring %d carrier candidates and %d null directions", ck->step, n_cand,
@@ -360,10 +386,6 @@ static int score_step(run_state *st, int si, const rg_weights *w, const rg_step_
 end:
   if (rc < 0) rg_error_prefix("step %ld", ck->step);
   rg_scorer_free(sc);
-  free(hv_ids);
-  free(hv_len);
-  free(lv_ids);
-  free(lv_len);
   free(u);
   return rc;
 }
@@ -515,6 +537,27 @@ static void log_prompts(const run_state *st, const rg_checkpoint *ck, const rg_s
           elapsed(st));
 }
 
+/* Keeps what the transfer pass needs of a scored step: its best candidate
+ * C (NULL: none) with direction DIR, its val prompts and refusal tokens. */
+static int keep_transfer_end(run_state *st, int si, const rg_candidate *c, const double *dir, const step_scores *ss) {
+  transfer_end *e = &st->ends[si];
+  e->layer = -1;
+  e->hv = malloc((size_t)ss->nh * sizeof *e->hv);
+  e->lv = malloc((size_t)ss->nl * sizeof *e->lv);
+  if (!e->hv || !e->lv) return rg_error_set("geometry: out of memory");
+  memcpy(e->hv, ss->hv, (size_t)ss->nh * sizeof *e->hv);
+  memcpy(e->lv, ss->lv, (size_t)ss->nl * sizeof *e->lv);
+  e->nh = ss->nh;
+  e->nl = ss->nl;
+  if (c) {
+    if (!(e->dir = malloc((size_t)st->d * sizeof *e->dir))) return rg_error_set("geometry: out of memory");
+    memcpy(e->dir, dir, (size_t)st->d * sizeof *e->dir);
+    e->pos = c->pos;
+    e->layer = c->layer;
+  }
+  return 0;
+}
+
 /* Selection, null, bootstrap and the tables of a scored step. */
 static int decide_step(run_state *st, int si, const step_scores *ss, const rg_diff_means *dm, const train_set *t) {
   const rg_checkpoint *ck = &st->series->items[si];
@@ -542,6 +585,7 @@ static int decide_step(run_state *st, int si, const step_scores *ss, const rg_di
     st->have_best0 = 1;
   }
   record_directions(st, si, best >= 0 ? &c[best] : NULL);
+  if (keep_transfer_end(st, si, shown >= 0 ? &c[shown] : NULL, dir, ss) < 0) goto end;
   rg_migration_row_fill(mr, ck->step, c, &sel, st->L, &st->plan->bands, dir, st->have_best0 ? st->best0 : NULL,
                         st->d);
   rg_step_status status =
@@ -683,6 +727,8 @@ static int run_step(run_state *st, int si) {
     no_refusal_step(st, si, &sp);
   } else {
     if (score_step(st, si, w, &sp, &ss) < 0 || decide_step(st, si, &ss, dm, &t) < 0) goto end;
+    st->ends[si].n_refusal = sp.n_refusal;
+    memcpy(st->ends[si].refusal, sp.refusal, sizeof sp.refusal);
   }
   fill_prompt_fields(st, si, &sp);
   st->mig[si].probe_layer = probe_layer;
@@ -737,12 +783,64 @@ static int write_verdict(run_state *st) {
   return rc;
 }
 
+/* The transfer pass: every step's best direction in every scored step's
+ * model. Ablated there (bypass on that step's kept harmful val prompts) and
+ * added at its own layer (induce on its kept harmless ones), with that
+ * step's refusal tokens, so that a carrier that moved shows as step 0's
+ * direction losing its effect at step k while step k's works. */
+static int transfer_pass(run_state *st) {
+  const int n = st->series->n;
+  int rc = 0;
+  for (int j = 0; j < n && rc == 0; j++) {
+    const transfer_end *to = &st->ends[j];
+    if (to->nh == 0) continue; /* not scored: no refusal to carry */
+    const rg_checkpoint *ck = &st->series->items[j];
+    rg_model *m = rg_model_load(ck->path);
+    rg_backend_opts bo = {.threads = st->o->threads};
+    rg_weights *w = m ? rg_weights_open(m, &bo, RG_WEIGHTS_AUTO) : NULL;
+    int32_t **ids[RG_N_SPLITS] = {0};
+    int *lens[RG_N_SPLITS] = {0}, count[RG_N_SPLITS] = {0};
+    rg_scorer *sc = NULL;
+    double *b = malloc((size_t)to->nh * sizeof *b), *k = malloc((size_t)to->nl * sizeof *k);
+    double *in = malloc((size_t)to->nl * sizeof *in), *bh = malloc((size_t)to->nh * sizeof *bh);
+    double *bl = malloc((size_t)to->nl * sizeof *bl);
+    rc = w && b && k && in && bh && bl ? 0 : -1;
+    if (!b || !k || !in || !bh || !bl) rg_error_set("geometry: out of memory");
+    for (int sp = RG_SPLIT_HARMFUL_VAL; rc == 0 && sp <= RG_SPLIT_HARMLESS_VAL; sp++)
+      rc = rg_acts_read_token_ids(st->rd, ck->step, RG_SPLIT_NAMES[sp], &ids[sp], &lens[sp], &count[sp]);
+    if (rc == 0 && !(sc = val_scorer(w, ids, lens, to->hv, to->nh, to->lv, to->nl, to->refusal, to->n_refusal)))
+      rc = -1;
+    if (rc == 0) rg_scorer_base_each(sc, bh, bl);
+    for (int i = 0; i < n && rc == 0; i++) {
+      const transfer_end *from = &st->ends[i];
+      if (from->layer < 0) continue;
+      if ((rc = rg_scorer_ablate_each(sc, from->dir, b, k)) < 0 ||
+          (rc = rg_scorer_induce_each(sc, from->dir, from->layer, in)) < 0)
+        break;
+      st->transfer[st->n_transfer++] =
+          (rg_transfer_row){.from_step = st->series->items[i].step, .to_step = ck->step, .pos = from->pos,
+                            .layer = from->layer, .bypass = mean_of(b, to->nh), .induce = mean_of(in, to->nl),
+                            .base_harmful = mean_of(bh, to->nh), .base_harmless = mean_of(bl, to->nl)};
+    }
+    if (rc < 0) rg_error_prefix("transfer into step %ld", ck->step);
+    if (st->o->log && rc == 0)
+      fprintf(st->o->log, "transfer: every step's best direction scored in step %ld's model [%.1f s]\n", ck->step,
+              elapsed(st));
+    for (int sp = 0; sp < RG_N_SPLITS; sp++) rg_acts_token_ids_free(ids[sp], lens[sp], count[sp]);
+    rg_scorer_free(sc);
+    free(b), free(k), free(in), free(bh), free(bl);
+    rg_weights_free(w);
+    rg_model_free(m);
+  }
+  return rc == 0 ? rg_write_transfer_csv(st->transfer_path, st->transfer, st->n_transfer) : -1;
+}
+
 static void free_state(run_state *st) {
   rg_acts_reader_close(st->rd);
   rg_refusal_list_free(st->judge);
-  char *paths[] = {st->geo_path,    st->car_path,    st->mig_path,     st->dir_path,
-                   st->sens_path,   st->pareto_path, st->scores_path,  st->probes_path,
-                   st->verdict_path, st->verdict_txt_path};
+  char *paths[] = {st->geo_path,      st->car_path,     st->mig_path,     st->dir_path,
+                   st->sens_path,     st->pareto_path,  st->scores_path,  st->probes_path,
+                   st->transfer_path, st->verdict_path, st->verdict_txt_path};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) free(paths[i]);
   free(st->dirs_f32);
   free(st->dir_steps);
@@ -755,6 +853,13 @@ static void free_state(run_state *st) {
   free(st->sens);
   free(st->pareto);
   free(st->probes);
+  for (int i = 0; st->ends && i < st->series->n; i++) {
+    free(st->ends[i].dir);
+    free(st->ends[i].hv);
+    free(st->ends[i].lv);
+  }
+  free(st->ends);
+  free(st->transfer);
   free(st->pscores);
   free(st->dirs0);
   free(st->prev);
@@ -805,11 +910,12 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   if (check_inputs(&st, acts_path) < 0) goto end;
   if (!(st.judge = rg_refusal_list_load(RG_REFUSAL_HB_ATTACK, o->refusal_substrings))) goto end;
   if (rg_mkdir_p(out_dir) < 0) goto end;
-  const char *names[] = {"geometry.csv", "carriers.csv",      "migration.csv", "directions.h5", "sensitivity.csv",
-                         "pareto.csv",   "prompt_scores.csv", "probes.csv",    "verdict.json",  "verdict.txt"};
-  char **paths[] = {&st.geo_path,    &st.car_path,    &st.mig_path,     &st.dir_path,
-                    &st.sens_path,   &st.pareto_path, &st.scores_path,  &st.probes_path,
-                    &st.verdict_path, &st.verdict_txt_path};
+  const char *names[] = {"geometry.csv", "carriers.csv",      "migration.csv", "directions.h5",
+                         "sensitivity.csv", "pareto.csv",   "prompt_scores.csv", "probes.csv",
+                         "transfer.csv", "verdict.json",    "verdict.txt"};
+  char **paths[] = {&st.geo_path,      &st.car_path,     &st.mig_path,     &st.dir_path,
+                    &st.sens_path,     &st.pareto_path,  &st.scores_path,  &st.probes_path,
+                    &st.transfer_path, &st.verdict_path, &st.verdict_txt_path};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!(*paths[i] = rg_path_join(out_dir, names[i]))) {
       rg_error_set("%s: out of memory", out_dir);
@@ -826,7 +932,7 @@ int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, c
   if (o->log) fprintf(o->log, "geometry: plan sha256 %s (%s/plan.ini)\n", st.plan_sha, out_dir);
   for (int si = 0; si < series->n; si++)
     if (run_step(&st, si) < 0 || write_tables(&st, si + 1) < 0) goto end;
-  if (write_verdict(&st) < 0) goto end;
+  if (transfer_pass(&st) < 0 || write_verdict(&st) < 0) goto end;
   if (o->log) fprintf(o->log, "geometry: %d steps done, tables in %s [%.1f s]\n", series->n, out_dir, elapsed(&st));
   rc = 0;
 end:

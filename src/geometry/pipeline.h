@@ -35,7 +35,8 @@
  *     bootstrap intervals.
  *  6. directions.h5: every step's directions (float32, every eoi position and
  *     layer) with its selected carrier marked (directions_h5.h).
- * After the last step, verdict.json and verdict.txt (verdict.h).
+ * After the last step, transfer.csv (every step's best candidate scored in
+ * every scored step's model), verdict.json and verdict.txt (verdict.h).
  *
  * Results are written after every step (atomically, so a run that dies
  * leaves the tables of the steps done so far).
@@ -66,8 +67,8 @@ rg_geometry_opts rg_geometry_opts_default(void);
 /* Runs the pipeline over SERIES (every step must be complete in ACTS_PATH)
  * and writes into OUT_DIR (created) plan.ini, plan.sha256, geometry.csv,
  * carriers.csv, migration.csv, sensitivity.csv, pareto.csv,
- * prompt_scores.csv, probes.csv, directions.h5, verdict.json and verdict.txt
- * (its words).
+ * prompt_scores.csv, probes.csv, transfer.csv, directions.h5, verdict.json and
+ * verdict.txt (its words).
  * Returns 0 (whatever the verdict), or -1 with the error set. */
 int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, const char *out_dir,
                     const rg_geometry_opts *opts);
