@@ -387,6 +387,32 @@ static void test_path_helpers(void **state) {
   free(dir);
 }
 
+/* rg_path_relative against Python's os.path.relpath(to, from) on the same
+ * folders (values computed with Python 3.11 for these layouts). */
+static void test_path_relative(void **state) {
+  char *root = scratch_dir("rel");
+  const char *dirs[] = {"a", "a/b", "c", "c/d", "cx"};
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    char *d = join(root, dirs[i]);
+    assert_true(mkdir(d, 0755) == 0 || errno == EEXIST);
+    free(d);
+  }
+  const char *cases[][3] = {{"a", "c/d", "../c/d"}, {"a/b", "a", ".."}, {"a", "a/b", "b"}, {"a", "a", "."},
+                            {".", "c/d", "c/d"},     {"a/b", ".", "../.."}, {"c", "cx", "../cx"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *from = join(root, cases[i][0]), *to = join(root, cases[i][1]);
+    char *rel = rg_path_relative(from, to);
+    assert_non_null(rel);
+    assert_string_equal(rel, cases[i][2]);
+    free(rel), free(from), free(to);
+  }
+  char *missing = join(root, "nowhere");
+  assert_null(rg_path_relative(root, missing));
+  assert_non_null(strstr(rg_error_get(), "nowhere"));
+  free(missing);
+  free(root);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_write_then_read),
@@ -398,6 +424,7 @@ int main(void) {
       cmocka_unit_test(test_fsync_rename),
       cmocka_unit_test(test_read_file_errors_name_path),
       cmocka_unit_test(test_mmap),
+      cmocka_unit_test(test_path_relative),
       cmocka_unit_test(test_mkdir_p),
       cmocka_unit_test(test_path_helpers),
   };

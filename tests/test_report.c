@@ -349,8 +349,12 @@ static void test_report_notebook(void **state) {
     char *want = svg_of(html, ids[n_code]);
     if (strncmp(svg, want, strlen(want)) != 0) fail_msg("code cell %zu: its SVG is not %s's", n_code, ids[n_code]);
     free(want);
-    assert_non_null(strstr(source, "pd.read_csv(\""));
-    assert_non_null(strstr(source, g_root)); /* the CSVs by absolute path */
+    /* every cell names the run relative to the notebook's folder (nb/): the
+     * run's own CSVs are read below RUN, the folders given outside it by
+     * absolute path */
+    assert_non_null(strstr(source, "RUN = Path(\"../run\")"));
+    assert_non_null(strstr(source, "pd.read_csv("));
+    if (strcmp(ids[n_code], "plot-losses") == 0) assert_non_null(strstr(source, "RUN / \"train_log.csv\""));
     n_code++;
   }
   assert_int_equal(n_code, sizeof ids / sizeof ids[0]);

@@ -1,5 +1,6 @@
 #include "report/report_figures.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -29,11 +30,19 @@ static void py_str(FILE *fp, const char *s) {
   fputc('"', fp);
 }
 
-/* VAR = pd.read_csv(<PATH made absolute>). */
-static void py_read_csv(FILE *fp, const char *var, const char *path) {
+/* VAR = pd.read_csv(...): RUN / "inner/path" for a CSV below RUN_REAL (the
+ * run directory), else PATH made absolute. */
+static void py_read_csv(FILE *fp, const char *var, const char *path, const char *run_real) {
   char abs[PATH_MAX];
+  const char *p = realpath(path, abs) ? abs : path;
+  size_t n = run_real ? strlen(run_real) : 0;
   fprintf(fp, "%s = pd.read_csv(", var);
-  py_str(fp, realpath(path, abs) ? abs : path);
+  if (n > 0 && strncmp(p, run_real, n) == 0 && p[n] == '/') {
+    fputs("RUN / ", fp);
+    py_str(fp, p + n + 1);
+  } else {
+    py_str(fp, p);
+  }
   fputs(")\n", fp);
 }
 
@@ -50,10 +59,11 @@ typedef struct {
   FILE *py;
   int n_tables; /* CSVs read so far: names the Python variables t0, t1 ... */
   const char *py_query; /* the rows the SVG was given, as a DataFrame.query (NULL: all) */
+  const char *run_real; /* rg_figures.run_real */
 } plot_builder;
 
-static int plot_begin(plot_builder *b) {
-  *b = (plot_builder){0};
+static int plot_begin(plot_builder *b, const rg_figures *f) {
+  *b = (plot_builder){.run_real = f->run_real};
   if (!(b->py = open_memstream(&b->py_text, &b->py_size))) return rg_error_set("out of memory");
   fprintf(b->py, "%sfig, ax = plt.subplots(figsize=(8.6, 3.6))\n", PY_HEAD);
   return 0;
@@ -75,7 +85,7 @@ static int plot_csv_series(plot_builder *b, const rg_csv *t, const char *x, cons
   FILE *py = b->py;
   char var[16];
   snprintf(var, sizeof var, "t%d", b->n_tables++);
-  py_read_csv(py, var, t->path);
+  py_read_csv(py, var, t->path, b->run_real);
   if (b->py_query) {
     fprintf(py, "%s = %s.query(", var, var);
     py_str(py, b->py_query);
@@ -142,7 +152,7 @@ static int plot_published(plot_builder *b, const rg_published_curve *c, const ch
   free(x);
   free(y);
   if (rc < 0) return -1;
-  py_read_csv(b->py, "published", path);
+  py_read_csv(b->py, "published", path, b->run_real);
   fputs("published = published.dropna(subset=[\"step\", \"asr\"])\n"
         "for (attack, method), g in published.groupby([\"attack\", \"method\"], sort=False):\n"
         "    g = g.sort_values(\"step\", kind=\"stable\")\n"
@@ -228,7 +238,7 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
 static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
   static const char *const by[] = {"attack", "classifier"};
   plot_builder b;
-  if (plot_begin(&b) < 0) return -1;
+  if (plot_begin(&b, f) < 0) return -1;
   int rc = 0;
   for (int i = 0; i < d->n_asr && rc == 0; i++) {
     char prefix[512] = "";
@@ -255,7 +265,7 @@ static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_in
 static int figure_overrefusal(rg_figures *f, const rg_csv *t) {
   static const char *const by[] = {"attack", "classifier", "group_column", "group"};
   plot_builder b;
-  if (plot_begin(&b) < 0) return -1;
+  if (plot_begin(&b, f) < 0) return -1;
   if (plot_csv_series(&b, t, "step", "refusal_rate", "wilson95_lo", "wilson95_hi", by, 4, "") < 0) {
     plot_discard(&b);
     return -1;
@@ -307,7 +317,7 @@ static int figure_carrier_layer(rg_figures *f, const rg_csv *mig, const rg_csv *
   rg_svg_hband bands[] = {{0, L / 3, "early"}, {L / 3, 2 * L / 3, "middle"}, {2 * L / 3, L, "late"}};
   bool intervals = rg_csv_col(mig, "layer_lo") >= 0 && rg_csv_col(mig, "layer_hi") >= 0;
   plot_builder b;
-  if (plot_begin(&b) < 0) return -1;
+  if (plot_begin(&b, f) < 0) return -1;
   b.py_query = query;
   if (plot_csv_series(&b, carriers, "step", "best_layer", intervals ? "layer_lo" : NULL, intervals ? "layer_hi" : NULL,
                       NULL, 0, "carrier layer l* (bootstrap 95%)") < 0) {
@@ -325,7 +335,7 @@ static int figure_carrier_layer(rg_figures *f, const rg_csv *mig, const rg_csv *
 static int figure_columns(rg_figures *f, const rg_csv *t, const char *const *cols, int n_cols,
                           const figure_text *txt, const char *query, const char *empty_note) {
   plot_builder b;
-  if (plot_begin(&b) < 0) return -1;
+  if (plot_begin(&b, f) < 0) return -1;
   b.py_query = query;
   for (int k = 0; k < n_cols; k++)
     if (rg_csv_col(t, cols[k]) >= 0 && plot_csv_series(&b, t, "step", cols[k], NULL, NULL, NULL, 0, cols[k]) < 0) {
@@ -362,13 +372,14 @@ typedef struct {
   bool diverging; /* a cosine: fixed range [-1, 1], blue-white-red */
 } heatmap_spec;
 
-static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, int pos, double lo, double hi) {
+static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, int pos, double lo, double hi,
+                            const char *run_real) {
   char *text = NULL;
   size_t size = 0;
   FILE *py = open_memstream(&text, &size);
   if (!py) return NULL;
   fputs(PY_HEAD, py);
-  py_read_csv(py, "t", t->path);
+  py_read_csv(py, "t", t->path, run_real);
   fprintf(py, "t = t[t[\"pos\"] == %d]\ngrid = t.set_index([\"layer\", \"step\"])[", pos);
   py_str(py, s->column);
   fputs("].unstack(\"step\").sort_index()\n"
@@ -415,7 +426,7 @@ static int figure_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s,
   }
   heatmap_spec shown = *s;
   shown.title = title;
-  char *python = rc == 0 ? heatmap_python(t, &shown, pos, lo, hi) : NULL;
+  char *python = rc == 0 ? heatmap_python(t, &shown, pos, lo, hi, f->run_real) : NULL;
   rg_grid_free(&g);
   if (rc < 0 || !python) {
     free(svg);
@@ -462,7 +473,8 @@ static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs 
 }
 
 int rg_figures_build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
-  *f = (rg_figures){0};
+  *f = (rg_figures){.run_real = realpath(in->run_dir, NULL)};
+  if (!f->run_real) return rg_error_set("%s: %s", in->run_dir, strerror(errno));
   if (build(f, d, in) == 0) return 0;
   rg_figures_free(f);
   return -1;
@@ -478,5 +490,6 @@ void rg_figures_free(rg_figures *f) {
     free(fig->python);
   }
   free(f->items);
+  free(f->run_real);
   *f = (rg_figures){0};
 }

@@ -32,12 +32,15 @@ typedef struct {
 typedef struct {
   rg_figure *items;
   int n;
+  char *run_real; /* the run directory's real path: CSVs below it are read as RUN / "..." */
 } rg_figures;
 
-/* Builds every figure D has data for. CSV paths in the Python code are
- * absolute, so that the code runs from any folder. Returns 0, or -1 with
- * the error set (a CSV cell that is not a number, a missing column, out of
- * memory); F is then empty. */
+/* Builds every figure D has data for. The Python code reads a CSV below the
+ * run directory as RUN / "path/inside/the/run" (RUN, a pathlib.Path, is
+ * defined by whoever runs the code: the notebook sets it per cell, relative
+ * to its own folder), and any other CSV by absolute path. Returns 0, or -1
+ * with the error set (a CSV cell that is not a number, a missing column, out
+ * of memory); F is then empty. */
 int rg_figures_build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in);
 void rg_figures_free(rg_figures *f);
 

@@ -34,8 +34,21 @@ static int add_markdown(cJSON *cells, const char *text) {
 
 /* A code cell whose saved output shows SVG, as Jupyter saves a displayed
  * figure. */
-static int add_code(cJSON *cells, const char *python, const char *svg) {
-  cJSON *cell = new_cell(cells, "code", python);
+/* A figure's code cell: RUN (the run directory, relative to the notebook's
+ * folder, where Jupyter runs it) first, so that the cell reads the run's
+ * CSVs wherever the two are copied together; after a move of the run alone,
+ * RUN is the one line to change. */
+static int add_code(cJSON *cells, const char *python, const char *svg, const char *run_rel) {
+  char *source = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&source, &len);
+  if (!fp) return rg_error_set("out of memory");
+  fputs("from pathlib import Path\nRUN = Path(\"", fp);
+  for (const char *c = run_rel; *c; c++) fprintf(fp, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+  fprintf(fp, "\")  # the run directory, relative to this notebook's folder\n%s", python);
+  fclose(fp);
+  cJSON *cell = new_cell(cells, "code", source);
+  free(source);
   if (!cell || !cJSON_AddNullToObject(cell, "execution_count")) return rg_error_set("out of memory");
   cJSON *outputs = cJSON_AddArrayToObject(cell, "outputs"), *out = cJSON_CreateObject();
   if (!outputs || !out || !cJSON_AddItemToArray(outputs, out)) {
@@ -141,7 +154,8 @@ static int tables_cell(cJSON *cells, const rg_report_data *d) {
   return md_close_into(&b, cells);
 }
 
-static cJSON *build(const rg_report_data *d, const rg_figures *figs, const rg_report_inputs *in) {
+static cJSON *build(const rg_report_data *d, const rg_figures *figs, const rg_report_inputs *in,
+                    const char *run_rel) {
   cJSON *nb = cJSON_CreateObject(), *meta, *kernel, *lang;
   cJSON *cells = nb ? cJSON_AddArrayToObject(nb, "cells") : NULL;
   if (!cells || !(meta = cJSON_AddObjectToObject(nb, "metadata")) ||
@@ -167,7 +181,7 @@ static cJSON *build(const rg_report_data *d, const rg_figures *figs, const rg_re
     fputs("### ", b.fp);
     md_text(b.fp, fig->title, 0);
     fputs("\n", b.fp);
-    if (md_close_into(&b, cells) < 0 || add_code(cells, fig->python, fig->svg) < 0) goto fail;
+    if (md_close_into(&b, cells) < 0 || add_code(cells, fig->python, fig->svg, run_rel) < 0) goto fail;
   }
   if (d->repro) {
     md_buffer b;
@@ -207,12 +221,21 @@ int rg_report_notebook_write(const rg_report_inputs *in, const char *out_path) {
   if (rg_report_data_load(&d, in) < 0) return -1;
   rg_figures figs;
   int rc = rg_figures_build(&figs, &d, in);
-  cJSON *nb = rc == 0 ? build(&d, &figs, in) : NULL;
+  char *run_rel = NULL, *nb_dir = rc == 0 ? strdup(out_path) : NULL;
+  if (rc == 0) rc = make_parent_dir(out_path);
+  if (rc == 0 && nb_dir) {
+    char *slash = strrchr(nb_dir, '/');
+    if (slash) *(slash == nb_dir ? slash + 1 : slash) = '\0';
+    run_rel = rg_path_relative(slash ? nb_dir : ".", in->run_dir);
+  }
+  if (rc == 0 && !run_rel) rc = -1;
+  cJSON *nb = rc == 0 ? build(&d, &figs, in, run_rel) : NULL;
   char *text = nb ? cJSON_Print(nb) : NULL;
   if (rc == 0 && !text) rc = nb ? rg_error_set("out of memory") : -1;
-  if (rc == 0) rc = make_parent_dir(out_path);
   if (rc == 0) rc = rg_write_file_atomic(out_path, text, strlen(text));
   free(text);
+  free(run_rel);
+  free(nb_dir);
   cJSON_Delete(nb);
   rg_figures_free(&figs);
   rg_report_data_free(&d);

@@ -233,3 +233,38 @@ int rg_sync_dir(const char *dir) {
   close(fd);
   return 0;
 }
+
+char *rg_path_relative(const char *from, const char *to) {
+  char *a = realpath(from, NULL), *b = realpath(to, NULL), *out = NULL;
+  if (!a || !b) {
+    rg_error_set("%s: %s", a ? to : from, strerror(errno));
+    goto end;
+  }
+  /* the longest common prefix that ends at a component boundary */
+  size_t common = 0;
+  for (size_t i = 0; a[i] && a[i] == b[i]; i++)
+    if (a[i] == '/') common = i;
+  size_t la = strlen(a), lb = strlen(b);
+  if (strcmp(a, b) == 0 || (strncmp(a, b, la) == 0 && b[la] == '/')) common = la;
+  else if (strncmp(a, b, lb) == 0 && a[lb] == '/') common = lb;
+  size_t ups = 0; /* FROM's components below the common prefix */
+  for (size_t i = common; i < la;) {
+    while (a[i] == '/') i++;
+    if (a[i]) ups++;
+    while (a[i] && a[i] != '/') i++;
+  }
+  const char *rest = b + common + (b[common] == '/');
+  size_t n = 3 * ups + strlen(rest) + 2;
+  if (!(out = malloc(n))) {
+    rg_error_set("out of memory");
+    goto end;
+  }
+  out[0] = '\0';
+  for (size_t i = 0; i < ups; i++) strcat(out, i + 1 < ups || *rest ? "../" : "..");
+  strcat(out, rest);
+  if (!*out) strcpy(out, ".");
+end:
+  free(a);
+  free(b);
+  return out;
+}

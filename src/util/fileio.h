@@ -62,6 +62,11 @@ int rg_remove_flat_dir(const char *dir);
  * Returns 0 or -1 with the error set. */
 int rg_sync_dir(const char *dir);
 /* Joins a directory and a name into a malloc'd path. */
+/* TO as a path relative to the folder FROM (both must exist; both are
+ * resolved with realpath first), e.g. "../runs/demo", or "." when they are
+ * the same. malloc'd; NULL with the error set. */
+char *rg_path_relative(const char *from, const char *to);
+
 char *rg_path_join(const char *dir, const char *name);
 
 #endif
