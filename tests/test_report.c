@@ -314,6 +314,25 @@ static void test_report_published_and_overrefusal(void **state) {
   assert_non_null(strstr(html, "data-name=\"asr: DirectRequest / harmbench\""));
   free(html);
   free(path);
+  /* Two --overrefusal folders accumulate (refgeo run passes one per prompt
+   * set): both drawn, each series named by its folder. */
+  snprintf(args, sizeof args, "mkdir -p %s/xstest-copy && cp %s/xstest/refusal_rates.csv %s/xstest-copy/", g_root,
+           g_root, g_root);
+  assert_int_equal(system(args), 0);
+  snprintf(args, sizeof args, "%s/run --overrefusal %s/xstest --overrefusal %s/xstest-copy --out %s/two-over.html",
+           g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  path = path_in("two-over.html");
+  html = rg_read_file(path, NULL);
+  assert_non_null(html);
+  check_plot(html, &(plot_counts){"plot-overrefusal", 12, 6, 6, 6, 0});
+  over = svg_of(html, "plot-overrefusal");
+  assert_non_null(strstr(over, "xstest: xstest / refusal-xstest / label / safe: 100, 0.4</title>"));
+  assert_non_null(strstr(over, "xstest-copy: xstest / refusal-xstest / label / safe: 100, 0.4</title>"));
+  free(over);
+  free(html);
+  free(path);
 }
 
 /* --notebook: an nbformat 4.5 notebook whose code cells redraw each plot

@@ -24,7 +24,8 @@ typedef struct {
   const char *const *asr_dirs; /* each holds asr.csv */
   int n_asr;
   const char *geometry_dir;    /* NULL or a `refgeo geometry --out` folder */
-  const char *overrefusal_dir; /* NULL or a folder holding refusal_rates.csv */
+  const char *const *overrefusal_dirs; /* each holds refusal_rates.csv */
+  int n_overrefusal;
   const char *published;       /* NULL or a published curve CSV */
 } rg_report_inputs;
 

@@ -14,7 +14,8 @@ void rg_report_data_free(rg_report_data *d) {
   rg_csv_free(d->migration);
   free(d->verdict);
   free(d->plan_sha256);
-  rg_csv_free(d->refusal_rates);
+  for (int i = 0; i < d->n_refusal_rates; i++) rg_csv_free(d->refusal_rates[i]);
+  free(d->refusal_rates);
   if (d->has_published) rg_published_free(&d->published);
   free(d->config);
   free(d->repro);
@@ -77,14 +78,19 @@ static int load(const rg_report_inputs *in, rg_report_data *d) {
       return rg_error_set("%s: no geometry.csv, carriers.csv or migration.csv in this --geometry folder",
                           in->geometry_dir);
   }
-  if (in->overrefusal_dir &&
-      read_required(in->overrefusal_dir, "refusal_rates.csv", "--overrefusal", &d->refusal_rates) < 0)
-    return -1;
+  if (in->n_overrefusal > 0 &&
+      !(d->refusal_rates = calloc((size_t)in->n_overrefusal, sizeof *d->refusal_rates)))
+    return rg_error_set("out of memory");
+  for (int i = 0; i < in->n_overrefusal; i++) {
+    d->n_refusal_rates = i + 1;
+    if (read_required(in->overrefusal_dirs[i], "refusal_rates.csv", "--overrefusal", &d->refusal_rates[i]) < 0)
+      return -1;
+  }
   if (in->published) {
     if (rg_published_read(in->published, &d->published) < 0) return -1;
     d->has_published = true;
   }
-  if (!d->train_log && d->n_asr == 0 && !in->geometry_dir && !in->overrefusal_dir)
+  if (!d->train_log && d->n_asr == 0 && !in->geometry_dir && in->n_overrefusal == 0)
     return rg_error_set("%s: no CSV to report (no train_log.csv; name analysis outputs with --asr, --geometry or "
                         "--overrefusal)", in->run_dir);
   if (read_optional_text(in->run_dir, "config.ini", &d->config) < 0 ||

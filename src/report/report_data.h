@@ -18,7 +18,9 @@ typedef struct {
   rg_csv *train_log;
   rg_csv **asr; /* one per --asr folder */
   int n_asr;
-  rg_csv *geometry, *carriers, *migration, *refusal_rates;
+  rg_csv *geometry, *carriers, *migration;
+  rg_csv **refusal_rates; /* one per --overrefusal folder */
+  int n_refusal_rates;
   rg_published_curve published;
   bool has_published;
   char *config; /* config.ini's text, or NULL */

@@ -235,21 +235,26 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
 
 /* ------------------------------------------------------------ the figures */
 
+/* "NAME: " for the folder DIR (its last component), so that the series of
+ * several folders tell themselves apart in the narrow legend; "" for one. */
+static void folder_prefix(char *out, size_t len, const char *dir, int n_folders) {
+  out[0] = '\0';
+  if (n_folders < 2) return;
+  size_t end = strlen(dir);
+  while (end > 1 && dir[end - 1] == '/') end--;
+  size_t start = end;
+  while (start > 0 && dir[start - 1] != '/') start--;
+  snprintf(out, len, "%.*s: ", (int)(end - start), dir + start);
+}
+
 static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
   static const char *const by[] = {"attack", "classifier"};
   plot_builder b;
   if (plot_begin(&b, f) < 0) return -1;
   int rc = 0;
   for (int i = 0; i < d->n_asr && rc == 0; i++) {
-    char prefix[512] = "";
-    if (d->n_asr > 1) { /* tell the folders apart by their own names: the legend is narrow */
-      const char *dir = in->asr_dirs[i];
-      size_t len = strlen(dir);
-      while (len > 1 && dir[len - 1] == '/') len--;
-      size_t start = len;
-      while (start > 0 && dir[start - 1] != '/') start--;
-      snprintf(prefix, sizeof prefix, "%.*s: ", (int)(len - start), dir + start);
-    }
+    char prefix[512];
+    folder_prefix(prefix, sizeof prefix, in->asr_dirs[i], d->n_asr);
     rc = plot_csv_series(&b, d->asr[i], "step", "asr", "wilson95_lo", "wilson95_hi", by, 2, prefix);
   }
   if (rc == 0 && d->has_published) rc = plot_published(&b, &d->published, in->published);
@@ -262,13 +267,19 @@ static int figure_asr(rg_figures *f, const rg_report_data *d, const rg_report_in
   return plot_finish(&b, f, &txt, NULL, 0, true, NULL);
 }
 
-static int figure_overrefusal(rg_figures *f, const rg_csv *t) {
+/* Every --overrefusal folder's refusal_rate per group, in one plot. */
+static int figure_overrefusal(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
   static const char *const by[] = {"attack", "classifier", "group_column", "group"};
   plot_builder b;
   if (plot_begin(&b, f) < 0) return -1;
-  if (plot_csv_series(&b, t, "step", "refusal_rate", "wilson95_lo", "wilson95_hi", by, 4, "") < 0) {
-    plot_discard(&b);
-    return -1;
+  for (int i = 0; i < d->n_refusal_rates; i++) {
+    char prefix[512];
+    folder_prefix(prefix, sizeof prefix, in->overrefusal_dirs[i], d->n_refusal_rates);
+    if (plot_csv_series(&b, d->refusal_rates[i], "step", "refusal_rate", "wilson95_lo", "wilson95_hi", by, 4,
+                        prefix) < 0) {
+      plot_discard(&b);
+      return -1;
+    }
   }
   figure_text txt = {"overrefusal", "Over-refusal", "plot-overrefusal",
                      "Refusal rate per prompt group (band: Wilson 95%)", "training step", "refusal rate"};
@@ -439,7 +450,7 @@ static int figure_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s,
 
 static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
   if ((d->n_asr > 0 || d->has_published) && figure_asr(f, d, in) < 0) return -1;
-  if (d->refusal_rates && figure_overrefusal(f, d->refusal_rates) < 0) return -1;
+  if (d->n_refusal_rates > 0 && figure_overrefusal(f, d, in) < 0) return -1;
   if (d->migration) {
     static const char *const spectrum[] = {"erank_sigma", "erank_sigma2", "pr"};
     figure_text txt = {"migration", "Carrier migration and spectrum", "plot-spectrum",

@@ -143,7 +143,7 @@ static int tables_cell(cJSON *cells, const rg_report_data *d) {
   fputs("## Tables\n\n", b.fp);
   for (int i = 0; i < d->n_asr; i++) md_table(b.fp, d->asr[i]);
   if (d->migration) md_table(b.fp, d->migration);
-  if (d->refusal_rates) md_table(b.fp, d->refusal_rates);
+  for (int i = 0; i < d->n_refusal_rates; i++) md_table(b.fp, d->refusal_rates[i]);
   const rg_csv *large[] = {d->train_log, d->carriers, d->geometry};
   for (size_t i = 0; i < sizeof large / sizeof large[0]; i++) {
     if (!large[i]) continue;

@@ -8,9 +8,11 @@
 /* Canvas and plot-area geometry in SVG user units. The legend sits right of
  * the plot area so that it never hides a point. */
 enum { WIDTH = 860, HEIGHT = 360, LEFT = 70, RIGHT = 300, TOP = 34, BOTTOM = 52, TARGET_TICKS = 5 };
-/* Legend names longer than this many bytes are cut (the whole name is in
- * each point's tooltip and in the tables). */
-enum { LEGEND_MAX = 44 };
+/* Legend names are wrapped into lines of at most LEGEND_MAX bytes, at most
+ * LEGEND_LINES of them, so that every label stays inside the page (a longer
+ * name ends in an ellipsis; the whole name is in each point's tooltip and in
+ * the tables). */
+enum { LEGEND_MAX = 44, LEGEND_LINES = 3, LEGEND_LINE_PX = 13 };
 
 /* Colour-blind-safe palette (Okabe & Ito, "Color Universal Design", 2008). */
 static const char *const PALETTE[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
@@ -177,32 +179,50 @@ static void write_series(FILE *fp, const rg_svg_series *s, const axis *ax, const
   fputs("</g>\n", fp);
 }
 
-/* NAME escaped, cut to LEGEND_MAX bytes at a UTF-8 character boundary. */
-static void write_legend_name(FILE *fp, const char *name) {
+/* Where a legend line of NAME (remaining) ends: within LEGEND_MAX bytes,
+ * after the last space, '/' or ':' there when there is one, never inside a
+ * UTF-8 character. */
+static size_t legend_line_end(const char *name) {
   size_t len = strlen(name);
-  if (len <= LEGEND_MAX) {
-    rg_xml_escape(fp, name);
-    return;
-  }
+  if (len <= LEGEND_MAX) return len;
   size_t cut = LEGEND_MAX;
-  while (cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80) cut--; /* not inside a character */
-  char head[LEGEND_MAX + 1];
-  memcpy(head, name, cut);
-  head[cut] = '\0';
-  rg_xml_escape(fp, head);
-  fputs("\u2026", fp);
+  while (cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80) cut--;
+  for (size_t i = cut; i > LEGEND_MAX / 2; i--)
+    if (name[i - 1] == ' ' || name[i - 1] == '/' || name[i - 1] == ':') return i;
+  return cut;
+}
+
+/* NAME escaped as up to LEGEND_LINES lines of <tspan> (a longer name ends
+ * in an ellipsis); returns the lines written. */
+static int write_legend_name(FILE *fp, const char *name, int x) {
+  int lines = 0;
+  while (*name && lines < LEGEND_LINES) {
+    size_t end = legend_line_end(name);
+    char line[LEGEND_MAX + 1];
+    memcpy(line, name, end);
+    line[end] = '\0';
+    fprintf(fp, "<tspan x=\"%d\" dy=\"%d\">", x, lines ? LEGEND_LINE_PX : 0);
+    rg_xml_escape(fp, line);
+    name += end;
+    while (*name == ' ') name++;
+    if (*name && lines == LEGEND_LINES - 1) fputs("\u2026", fp);
+    fputs("</tspan>", fp);
+    lines++;
+  }
+  return lines ? lines : 1;
 }
 
 static void write_legend(FILE *fp, const rg_svg_plot *p) {
   fprintf(fp, "<g class=\"legend\" font-size=\"11\">\n");
+  int y = TOP + 8;
   for (int k = 0; k < p->n_series; k++) {
-    int y = TOP + 8 + 18 * k;
     const char *colour = PALETTE[k % N_PALETTE];
     fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"%d\" fill=\"%s\"/>", WIDTH - RIGHT + 14, y,
             p->series[k].dashed ? 2 : 4, colour);
     fprintf(fp, "<text x=\"%d\" y=\"%d\">", WIDTH - RIGHT + 38, y + 5);
-    write_legend_name(fp, p->series[k].name);
+    int lines = write_legend_name(fp, p->series[k].name, WIDTH - RIGHT + 38);
     fputs("</text>\n", fp);
+    y += 18 + LEGEND_LINE_PX * (lines - 1);
   }
   fputs("</g>\n", fp);
 }
