@@ -72,6 +72,15 @@ enum { NSEQ = 3, TOTAL = 38, MAX_CTX = 40, STEPS = 5 };
 static const int LAYOUT_THREE[] = {20, 7, 11, 0}, LAYOUT_LONG[] = {5, 33, 0};
 static const int *seq_len = LAYOUT_THREE;
 static const double TOL = 1e-5;
+/* The gradients of one pass against the unsplit pass: splitting a batch over
+ * ranks changes the row count M of every product, and OpenBLAS picks its
+ * blocking (so the order of float32 sums) by M on some CPUs (the AVX2
+ * kernels of an AMD EPYC; not the AVX-512 ones). The reassociation error of
+ * the backward grows with the blocks it runs through: TOL per two blocks.
+ * Measured: 2-block tiny models 7e-7 to 1.1e-6; SmolLM2's 30 blocks 2.2e-5
+ * on the AVX2 EPYC. A lost rank's rows, a shifted position or a missing
+ * all-reduce err by O(1). */
+static double grad_tol(int n_layers) { return TOL * (n_layers > 2 ? n_layers / 2.0 : 1.0); }
 
 static rg_comm *world;
 
@@ -237,7 +246,7 @@ static void check_pass(rg_weights *w, const char *what, rg_sp_mode mode, rg_reco
                   rg_grads_count(ref.g), e_embed);
   assert_true(e_loss <= TOL);
   assert_true(e_attn <= TOL);
-  assert_true(e_grad <= TOL);
+  assert_true(e_grad <= grad_tol(L));
   assert_true(e_embed <= TOL);
   free(ac.rows), free(ac_ref.rows), free(de), free(de_ref);
   close_trainer(&sp);

@@ -27,7 +27,8 @@
  *     (rg_bweight_upload), products read the copy, not the stale blocks.
  * Bias (beta 0) and rg_op_matmul_add (beta 1) are both checked by (1).
  * Without AMX-BF16 (or under REFGEO_MAX_ISA below amx) the products are
- * sgemm's: the test says so and (1) and (3) still run. */
+ * sgemm's: the test says so and (1) still runs; (3) does not (sgemm's
+ * batch invariance is OpenBLAS's, and its AVX2 kernels do not have it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,12 @@ static void test_batch_invariant(void **state) {
   for (int i = 0; i < M * K; i++) x[i] = (float)urand();
   rg_backend *be = backend_capped(NULL);
   rg_bweight *w = rg_backend_weight(be, &t, RG_FORM_F32);
-  check_rows_alone(be, w, x, M, K, N, first, rows);
+  /* Batch invariance is the split products' promise. Without AMX the
+   * products are OpenBLAS's sgemm, whose blocking (so its float32 sums)
+   * may depend on M (its AVX2 kernels on an AMD EPYC do): not refgeo's to
+   * check. */
+  if (w->split) check_rows_alone(be, w, x, M, K, N, first, rows);
+  else print_message("no AMX-BF16 split products here: sgemm's batch invariance is not checked\n");
   free(x), free(bytes);
   rg_bweight_free(be, w);
   rg_backend_free(be);
