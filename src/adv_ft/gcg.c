@@ -225,7 +225,9 @@ int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands,
     char *text = rg_detokenize(t, cand, L, false);
     int32_t *ids = NULL;
     int n = 0;
-    if (!text || rg_tokenize(t, text, strlen(text), false, false, &ids, &n) < 0) {
+    /* transformers' tokenizer(text, add_special_tokens=False): no BOS, but
+     * the text of an added token such as "<|im_start|>" is that token */
+    if (!text || rg_tokenize(t, text, strlen(text), true, false, &ids, &n) < 0) {
       free(text);
       return rg_error_prefix("gcg retokenization filter");
     }

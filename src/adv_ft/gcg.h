@@ -121,8 +121,13 @@ int rg_gcg_screened_losses(rg_session *screen, rg_session *s, const rg_gcg_case 
                            int keep, const unsigned char *eligible, float *losses, unsigned char *verified);
 
 /* keep[j] = whether candidate j (cands[j * L .. +L)) decodes and re-encodes
- * (without special tokens) to the same L ids: the retokenization filter of
- * rg_gcg_opts.retokenize_filter. Returns 0 or -1 with the error set. */
+ * to the same L ids: the retokenization filter of
+ * rg_gcg_opts.retokenize_filter. As gcg.py's tokenizer.batch_decode and
+ * tokenizer(text, add_special_tokens=False): special tokens are decoded to
+ * their text and that text re-encodes to them, no BOS is added, and the
+ * decoded text is not cleaned up (clean_up_tokenization_spaces is false for
+ * the tokenizers refgeo's tests run, SmolLM2's and Qwen2.5's). Returns 0 or
+ * -1 with the error set. */
 int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep);
 
 /* What one step of rg_gcg_run saw and chose, for rg_gcg_opts.on_step. The
