@@ -245,10 +245,7 @@ static int best_candidate(const float *losses, int n, const unsigned char *ok) {
   return best;
 }
 
-/* The candidates of cands[0..n) that KEEP marks, in order, into LIVE and
- * their indices into IDX; all of them when KEEP marks none (HarmBench:
- * "All removals; defaulting to keeping all"). Returns how many. */
-static int kept_candidates(const int32_t *cands, int n, int L, const unsigned char *keep, int32_t *live, int *idx) {
+int rg_gcg_kept_candidates(const int32_t *cands, int n, int L, const unsigned char *keep, int32_t *live, int *idx) {
   const bool none = !memchr(keep, 1, (size_t)n);
   int k = 0;
   for (int j = 0; j < n; j++)
@@ -387,7 +384,7 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
       rg_gcg_draw(top, L, o->top_k, suffix, W, &rng, cands);
     if (rc == 0 && filter) rc = rg_gcg_retokenizes(rg_session_model(train)->tokenizer, cands, W, L, keep);
     if (rc != 0) break;
-    const int n_live = filter ? kept_candidates(cands, W, L, keep, live, idx) : W;
+    const int n_live = filter ? rg_gcg_kept_candidates(cands, W, L, keep, live, idx) : W;
     const int32_t *eval = filter ? live : cands;
     rc = screened ? screened_losses(o->screen, inf, c, eval, n_live, o->screen_keep, NULL, o->shard, cand_losses,
                                     verified)

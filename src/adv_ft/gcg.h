@@ -130,6 +130,12 @@ int rg_gcg_screened_losses(rg_session *screen, rg_session *s, const rg_gcg_case 
  * -1 with the error set. */
 int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep);
 
+/* The candidates of cands[0..n) (each L ids) that KEEP marks, in order,
+ * into LIVE and their indices into IDX; all of them when KEEP marks none
+ * (gcg.py: "All removals; defaulting to keeping all"). Returns how many:
+ * the candidates whose losses the step computes. */
+int rg_gcg_kept_candidates(const int32_t *cands, int n, int L, const unsigned char *keep, int32_t *live, int *idx);
+
 /* What one step of rg_gcg_run saw and chose, for rg_gcg_opts.on_step. The
  * arrays are rg_gcg_run's, valid during the call. */
 typedef struct {
