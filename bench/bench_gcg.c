@@ -5,6 +5,12 @@
  *
  *   bench_gcg --model PATH --behavior TEXT --target TEXT [--width 512]
  *             [--steps 3] [--batch 32] [--threads N] [--screen K [--audit]]
+ *             [--no-retokenize-filter]
+ *
+ * HarmBench's re-tokenization filter runs after the sampling, as in
+ * `refgeo attack` (rg_gcg_retokenizes, timed on its own line): only the
+ * candidates it keeps are evaluated, and the candidate losses per second
+ * count those. --no-retokenize-filter evaluates all, as R2D2's inner GCG.
  *
  * --screen K screens the candidates (rg_gcg_screened_losses): all on 8-bit
  * activations (RG_WEIGHTS_TILED_Q8), the K best again in float32. --audit
@@ -61,7 +67,7 @@ int main(int argc, char **argv) {
   cli_runtime_env(argv);
   const char *model = NULL, *behavior = NULL, *target = NULL;
   int width = 512, steps = 3, batch = 32, threads = 0, screen = 0;
-  bool audit = false;
+  bool audit = false, no_filter = false;
   const cli_opt opts[] = {
       {"model", CLI_STRING, &model, "GGUF file or HF directory"},
       {"behavior", CLI_STRING, &behavior, "the behavior text"},
@@ -72,6 +78,7 @@ int main(int argc, char **argv) {
       {"threads", CLI_INT, &threads, "threads (all CPUs)"},
       {"screen", CLI_INT, &screen, "screen on 8-bit activations, keep the K best in float32 (0: off)"},
       {"audit", CLI_BOOL, &audit, "with --screen: also every candidate in float32, untimed"},
+      {"no-retokenize-filter", CLI_BOOL, &no_filter, "evaluate every candidate (default: HarmBench's filter)"},
   };
   const char *pos[1];
   int n_pos = 0;
@@ -110,16 +117,21 @@ int main(int argc, char **argv) {
   float *grad = malloc((size_t)c.n_suffix * V * sizeof *grad), *losses = malloc((size_t)width * sizeof *losses);
   float *exact = malloc((size_t)width * sizeof *exact), *screened = malloc((size_t)width * sizeof *screened);
   int32_t *cands = malloc((size_t)width * c.n_suffix * sizeof *cands);
+  int32_t *live = malloc((size_t)width * c.n_suffix * sizeof *live);
+  int *idx = malloc((size_t)width * sizeof *idx);
+  unsigned char *keep = malloc((size_t)width);
   double *t_grad = malloc((size_t)steps * sizeof(double)), *t_cand = malloc((size_t)steps * sizeof(double)),
-         *t_step = malloc((size_t)steps * sizeof(double)), *gflops = malloc((size_t)steps * sizeof(double));
+         *t_step = malloc((size_t)steps * sizeof(double)), *gflops = malloc((size_t)steps * sizeof(double)),
+         *t_filter = malloc((size_t)steps * sizeof(double)), *rate = malloc((size_t)steps * sizeof(double));
   if (!train || !inf || (screen && !s8) || !disallowed || !verified || !grad || !losses || !exact || !screened ||
-      !cands || !t_grad || !t_cand || !t_step || !gflops) {
+      !cands || !live || !idx || !keep || !t_grad || !t_cand || !t_step || !gflops || !t_filter || !rate) {
     if (!rg_error_get()[0]) rg_error_set("bench_gcg: out of memory");
     return cli_fail();
   }
   rg_gcg_disallowed_tokens(m, disallowed);
-  printf("%s: %d tokens (prefix %d, suffix %d, target %d), width %d, batch %d, threads %d (0 = all)\n", model, c.n,
-         c.suffix_start, c.n_suffix, c.n_target, width, batch, threads);
+  printf("%s: %d tokens (prefix %d, suffix %d, target %d), width %d, batch %d, threads %d (0 = all), "
+         "re-tokenization filter %s\n",
+         model, c.n, c.suffix_start, c.n_suffix, c.n_target, width, batch, threads, no_filter ? "off" : "on");
   uint64_t rng = 12345;
   for (int s = -1; s < steps && rc == 0; s++) {
     float loss = 0;
@@ -129,51 +141,59 @@ int main(int argc, char **argv) {
     if (rc == 0)
       rc = rg_gcg_sample(grad, c.n_suffix, V, disallowed, v.ids + c.suffix_start, 256 < V ? 256 : V, width, &rng,
                          cands);
+    const double t1f = bench_now_s();
+    if (rc == 0 && !no_filter) rc = rg_gcg_retokenizes(m->tokenizer, cands, width, c.n_suffix, keep);
+    /* the candidates evaluated: the kept ones (all when none is) */
+    const int n_live = rc == 0 && !no_filter ? rg_gcg_kept_candidates(cands, width, c.n_suffix, keep, live, idx) : width;
+    const int32_t *ev = no_filter ? cands : live;
     const double t2 = bench_now_s();
     double flops = 0;
-    for (int j = 0; j < width; j++) /* repeats are not evaluated */
-      if (rg_gcg_repeat_of(cands, j, c.n_suffix) < 0)
-        flops += candidate_flops(&m->cfg, &c, rg_gcg_shared_tokens(&c, cands + (size_t)j * c.n_suffix));
+    for (int j = 0; j < n_live; j++) /* repeats are not evaluated */
+      if (rg_gcg_repeat_of(ev, j, c.n_suffix) < 0)
+        flops += candidate_flops(&m->cfg, &c, rg_gcg_shared_tokens(&c, ev + (size_t)j * c.n_suffix));
     if (rc == 0)
-      rc = screen ? rg_gcg_screened_losses(s8, inf, &c, cands, width, screen, NULL, losses, verified)
-                  : rg_gcg_candidate_losses(inf, &c, cands, width, losses);
+      rc = screen ? rg_gcg_screened_losses(s8, inf, &c, ev, n_live, screen, NULL, losses, verified)
+                  : rg_gcg_candidate_losses(inf, &c, ev, n_live, losses);
     const double t3 = bench_now_s();
     if (rc < 0) break;
     int best = -1;
-    for (int j = 0; j < width; j++)
+    for (int j = 0; j < n_live; j++)
       if ((!screen || verified[j]) && (best < 0 || losses[j] < losses[best])) best = j;
     if (audit && s >= 0) {
-      if ((rc = rg_gcg_candidate_losses(inf, &c, cands, width, exact)) < 0 ||
-          (rc = rg_gcg_candidate_losses(s8, &c, cands, width, screened)) < 0)
+      if ((rc = rg_gcg_candidate_losses(inf, &c, ev, n_live, exact)) < 0 ||
+          (rc = rg_gcg_candidate_losses(s8, &c, ev, n_live, screened)) < 0)
         break;
       int exhaustive = 0, rank = 0; /* the exhaustive argmin, and how many distinct ones screened lower */
       double worst = 0;             /* the screen's largest relative error */
-      for (int j = 1; j < width; j++)
+      for (int j = 1; j < n_live; j++)
         if (exact[j] < exact[exhaustive]) exhaustive = j;
-      for (int j = 0; j < width; j++) {
-        rank += screened[j] < screened[exhaustive] && rg_gcg_repeat_of(cands, j, c.n_suffix) < 0;
+      for (int j = 0; j < n_live; j++) {
+        rank += screened[j] < screened[exhaustive] && rg_gcg_repeat_of(ev, j, c.n_suffix) < 0;
         const double e = fabs((double)screened[j] - exact[j]) / fabs((double)exact[j]);
         worst = e > worst ? e : worst;
       }
       printf("audit step %d: exhaustive argmin screened %d of %d (kept: %s); loss %.6f chosen, %.6f exhaustive; "
              "screen's worst relative error %.2e\n",
-             s + 1, rank + 1, width, verified[exhaustive] ? "yes" : "NO", exact[best], exact[exhaustive], worst);
+             s + 1, rank + 1, n_live, verified[exhaustive] ? "yes" : "NO", exact[best], exact[exhaustive], worst);
     }
-    memcpy(v.ids + c.suffix_start, cands + (size_t)best * c.n_suffix, (size_t)c.n_suffix * sizeof(int32_t));
+    memcpy(v.ids + c.suffix_start, ev + (size_t)best * c.n_suffix, (size_t)c.n_suffix * sizeof(int32_t));
     if (s < 0) continue; /* warm-up */
     t_grad[s] = t1 - t0, t_cand[s] = t3 - t2, t_step[s] = t3 - t0, gflops[s] = flops / (t3 - t2) / 1e9;
-    printf("step %d: token gradient %.3f s, sampling %.3f s, %d candidate losses %.3f s, step %.3f s, loss %.4f -> "
-           "%.4f\n",
-           s + 1, t1 - t0, t2 - t1, width, t3 - t2, t3 - t0, loss, losses[best]);
+    t_filter[s] = t2 - t1f, rate[s] = n_live / (t3 - t2);
+    printf("step %d: token gradient %.3f s, sampling %.3f s, filter %.3f s (%d of %d kept), %d candidate losses "
+           "%.3f s, step %.3f s, loss %.4f -> %.4f\n",
+           s + 1, t1 - t0, t1f - t1, t2 - t1f, n_live, width, n_live, t3 - t2, t3 - t0, loss, losses[best]);
   }
   if (rc == 0) {
-    const double cand = bench_median(t_cand, steps), step = bench_median(t_step, steps);
+    const double step = bench_median(t_step, steps);
     printf("median: %.1f candidate losses/s, %.3f steps/s (%.3f s per step, token gradient %.3f s), %.1f GFLOP/s in "
            "the candidate losses\n",
-           width / cand, 1.0 / step, step, bench_median(t_grad, steps), bench_median(gflops, steps));
+           bench_median(rate, steps), 1.0 / step, step, bench_median(t_grad, steps), bench_median(gflops, steps));
+    printf("filter: median %.4f s a step (%.1f%% of the step)\n", bench_median(t_filter, steps),
+           100 * bench_median(t_filter, steps) / step);
   }
   free(t_grad), free(t_cand), free(t_step), free(gflops), free(cands), free(losses), free(exact), free(grad);
-  free(screened), free(disallowed), free(verified);
+  free(screened), free(disallowed), free(verified), free(live), free(idx), free(keep), free(t_filter), free(rate);
   rg_session_free(s8);
   rg_weights_free(w8);
   rg_session_free(inf);

@@ -1,6 +1,6 @@
 """Torch side of bench/gcg.sh: HarmBench's GCG step, timed in its parts.
 
-    python bench/gcg_peer.py MODEL.gguf BEHAVIOR TARGET WIDTH STEPS BATCH THREADS
+    python bench/gcg_peer.py MODEL.gguf BEHAVIOR TARGET WIDTH STEPS BATCH THREADS [FILTER]
 
 The logic of HarmBench's baselines/gcg/gcg.py (8e1604d), written here for
 the bench: the model in float32 from the same GGUF; the chat template's
@@ -8,9 +8,11 @@ text before the instruction and the behavior run once into a prefix KV
 cache; each step takes the gradient of the target loss with respect to the
 one-hot suffix (through the embedding matrix, on top of the prefix cache),
 samples WIDTH candidates (one position each, from that position's top 256
-of -gradient, non-ASCII tokens excluded), and evaluates their losses in
-batches of BATCH on the expanded prefix cache; the argmin becomes the
-suffix. Prints, as bench_gcg does, each step's parts and the medians over
+of -gradient, non-ASCII tokens excluded), drops the candidates whose
+suffix does not decode and re-encode to itself, one tokenizer call each,
+keeping all when all would go (gcg.py:174-197; FILTER=0 skips this), and
+evaluates the rest's losses in batches of BATCH on the expanded prefix
+cache; the argmin becomes the suffix. Prints, as bench_gcg does, each step's parts and the medians over
 STEPS steps after one untimed warm-up step. Dev-only.
 """
 import os
@@ -25,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 def main():
     path, behavior, target = sys.argv[1:4]
     width, steps, batch, threads = map(int, sys.argv[4:8])
+    use_filter = len(sys.argv) < 9 or sys.argv[8] != "0"
     torch.set_num_threads(threads)
     d, name = os.path.split(os.path.abspath(path))
     tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
@@ -68,7 +71,7 @@ def main():
     print(f"{path}: {n_prefix + n_suffix + after_ids.shape[1] + n_target} tokens (prefix {n_prefix}, suffix "
           f"{n_suffix}, target {n_target}), width {width}, batch {batch}, threads {threads}")
     g = torch.Generator().manual_seed(12345)
-    t_grad, t_cand, t_step = [], [], []
+    t_grad, t_rate, t_step, t_filter = [], [], [], []
     for s in range(steps + 1):
         t0 = time.perf_counter()
         onehot = torch.zeros(1, n_suffix, vocab)
@@ -85,9 +88,16 @@ def main():
             pick = torch.randint(0, 256, (width,), generator=g)
             cands = suffix.repeat(width, 1)
             cands[torch.arange(width), pos] = top[pos, pick]
+            t1f = time.perf_counter()
+            if use_filter:  # gcg.py's re-tokenization filter
+                texts = tok.batch_decode(cands)
+                kept = [c for c, t in zip(cands, texts)
+                        if torch.equal(tok(t, return_tensors="pt", add_special_tokens=False)["input_ids"][0], c)]
+                if kept:
+                    cands = torch.stack(kept)
             t2 = time.perf_counter()
             losses = []
-            for i in range(0, width, batch):
+            for i in range(0, cands.shape[0], batch):
                 c = cands[i:i + batch]
                 b = c.shape[0]
                 inp = torch.cat([embed(c), after_embeds.expand(b, -1, -1), target_embeds.expand(b, -1, -1)], 1)
@@ -98,12 +108,16 @@ def main():
             suffix = cands[best].clone()
         if s == 0:
             continue
-        t_grad.append(t1 - t0), t_cand.append(t3 - t2), t_step.append(t3 - t0)
-        print(f"step {s}: token gradient {t1 - t0:.3f} s, {width} candidate losses {t3 - t2:.3f} s, "
-              f"step {t3 - t0:.3f} s, loss {loss.item():.4f} -> {float(losses[best]):.4f}")
-    cand, step = statistics.median(t_cand), statistics.median(t_step)
-    print(f"median: {width / cand:.1f} candidate losses/s, {1 / step:.3f} steps/s ({step:.3f} s per step, "
-          f"token gradient {statistics.median(t_grad):.3f} s)")
+        n = cands.shape[0]
+        t_grad.append(t1 - t0), t_rate.append(n / (t3 - t2)), t_step.append(t3 - t0), t_filter.append(t2 - t1f)
+        print(f"step {s}: token gradient {t1 - t0:.3f} s, filter {t2 - t1f:.3f} s ({n} of {width} kept), "
+              f"{n} candidate losses {t3 - t2:.3f} s, step {t3 - t0:.3f} s, loss {loss.item():.4f} -> "
+              f"{float(losses[best]):.4f}")
+    step = statistics.median(t_step)
+    print(f"median: {statistics.median(t_rate):.1f} candidate losses/s, {1 / step:.3f} steps/s ({step:.3f} s per "
+          f"step, token gradient {statistics.median(t_grad):.3f} s)")
+    print(f"filter: median {statistics.median(t_filter):.4f} s a step "
+          f"({100 * statistics.median(t_filter) / step:.1f}% of the step)")
 
 
 if __name__ == "__main__":

@@ -156,6 +156,7 @@ static void test_attack_bad_input(void **state) {
   char *out = t_tmp_path("attack-bad.json"), *bad = t_write_tmp("attack-bad-targets.json", "[1, 2", 5);
   char *empty = t_write_tmp("attack-no-targets.json", "{}", 2);
   char *array = t_write_tmp("attack-array-targets.json", "[1, 2]", 6);
+  char *targets = t_data_path("harmbench/harmbench_targets_text.json");
   unlink(out);
   struct {
     const char *args_fmt;
@@ -166,6 +167,12 @@ static void test_attack_bad_input(void **state) {
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1", array, "not a JSON object"},
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1 --limit 1", empty, "no target string"},
       {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 0", empty, "--steps: 0 is not positive"},
+      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --steps 1 --limit 1 --search-width 2 "
+       "--dump-steps /nonexistent-dir/steps.jsonl",
+       targets, "--dump-steps: /nonexistent-dir/steps.jsonl"},
+      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --dump-steps", empty, "--dump-steps needs a value"},
+      {"attack --model '%s' --behaviors '%s' --targets '%s' --out '%s' --no-retokenize-filter=0", empty,
+       "--no-retokenize-filter takes no value"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[8192], *err = NULL;
@@ -176,7 +183,7 @@ static void test_attack_bad_input(void **state) {
     free(err);
     assert_false(rg_path_exists(out));
   }
-  free(behaviors), free(out), free(bad), free(empty), free(array);
+  free(behaviors), free(out), free(bad), free(empty), free(array), free(targets);
 }
 
 /* Three short standard behaviors, so that the tiny model's 256-token

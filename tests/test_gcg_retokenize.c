@@ -6,7 +6,13 @@
  * suffixes "a"+"b" and "in"+"g" decode to text that re-encodes to one token
  * (dropped), while the tokens of a text ("! ! ! !", " hello world") decode
  * and re-encode to themselves (kept), and so does " !"+"!" (" !!" is no
- * token of its own); "!"+"!" is dropped ("!!" is one token).
+ * token of its own); "!"+"!" is dropped ("!!" is one token). Special tokens
+ * such as "<reponame>" (printable ASCII, so HarmBench's token filter lets
+ * GCG place it) decode to their text, which transformers'
+ * tokenizer(text, add_special_tokens=False) encodes back to them:
+ * "<reponame>" + "hello" + "<|im_start|>" is kept (transformers 5.24 on this
+ * GGUF: decode([4, 28120, 1]) = "<reponame>hello<|im_start|>", encoded to
+ * [4, 28120, 1]).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,17 +36,19 @@ static void test_filter_drops_what_does_not_retokenize(void **state) {
   rg_model *m = rg_model_load(t_env("REFGEO_MODEL"));
   assert_non_null(m);
   const rg_tokenizer *t = m->tokenizer;
-  enum { L = 2 };
+  enum { L = 3 };
   const int32_t bang = one_token(t, "!"), space_bang = one_token(t, " !");
+  const int32_t x = one_token(t, "x"); /* a third token that merges with none of the others' */
   const int32_t cands[][L] = {
-      {one_token(t, "a"), one_token(t, "b")},     /* "ab": one token */
-      {one_token(t, "in"), one_token(t, "g")},    /* "ing": one token */
-      {bang, space_bang},                         /* "! !": itself */
-      {one_token(t, " hello"), one_token(t, " world")},
-      {space_bang, bang},                         /* " !!": " !" + "!" again */
-      {bang, bang},                               /* "!!": one token */
+      {one_token(t, "a"), one_token(t, "b"), x},     /* "abx": "ab" is one token */
+      {x, one_token(t, "in"), one_token(t, "g")},    /* "xing": "ing" is one token */
+      {bang, space_bang, space_bang},                /* "! ! !": itself */
+      {one_token(t, " hello"), one_token(t, " world"), space_bang},
+      {space_bang, bang, space_bang},                /* " !! !": " !" + "!" + " !" again */
+      {bang, bang, space_bang},                      /* "!!": one token */
+      {rg_token_lookup(t, "<reponame>"), one_token(t, "hello"), rg_token_lookup(t, "<|im_start|>")},
   };
-  const unsigned char want[] = {0, 0, 1, 1, 1, 0};
+  const unsigned char want[] = {0, 0, 1, 1, 1, 0, 1};
   const int n = (int)(sizeof cands / sizeof cands[0]);
   unsigned char keep[sizeof want];
   one_token(t, "ab"), one_token(t, "ing"), one_token(t, "!!"); /* the facts the cases rest on */

@@ -11,6 +11,7 @@
 
 #include "adv_ft/gcg_stop.h"
 #include "adv_ft/test_case.h"
+#include "attack_dump.h"
 #include "attack_progress.h"
 #include "cli.h"
 #include "cli_prompt.h"
@@ -65,6 +66,7 @@ typedef struct {
   rg_gcg_stop_rule stop;
   const rg_behavior *current; /* the behavior under attack, for the refusal check */
   rg_csv_writer *log; /* NULL: no --log */
+  attack_dump *dump;  /* NULL: no --dump-steps */
   int max_ctx;        /* MAX_CTX, or the model's context when smaller */
   rg_progress bar;    /* behaviors done; each behavior's result is a note on it */
 } attack_job;
@@ -147,6 +149,10 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, a
   if (rc == 0 && !losses) rc = rg_error_set("out of memory for %d steps of losses", j->go.steps);
   rg_gcg_opts go = j->go;
   go.seed = behavior_seed((int)j->go.seed, b->id);
+  if (j->dump) {
+    j->dump->behavior_id = b->id;
+    go.on_step = attack_dump_step, go.step_user = j->dump;
+  }
   if (rc == 0) rc = rg_gcg_run(j->train, j->inf, j->disallowed, v.ids, &c, &go, losses, &n_steps, &why);
   for (int k = 0; rc == 0 && k < n_steps && j->log; k++)
     rc = rg_csv_writer_str(j->log, b->id) || rg_csv_writer_int(j->log, k + 1) ||
@@ -275,7 +281,8 @@ int attack_run(const attack_spec *s, const char *out, cJSON **results) {
                                             &j.stop, init_suffix, s->category, s->limit));
   rg_chat_template t = {0};
   rg_csv_writer log;
-  bool log_open = false;
+  attack_dump dump;
+  bool log_open = false, dump_open = false;
   if (rc == 0)
     rc = (j.m = rg_model_load(s->model)) && rg_prompt_template(j.m, s->chat_template, &t) == 0 &&
                  rg_prompt_frame(&t, &j.before, &j.after) == 0
@@ -310,6 +317,11 @@ int attack_run(const attack_spec *s, const char *out, cJSON **results) {
     log_open = rc == 0;
     j.log = log_open ? &log : NULL;
   }
+  if (rc == 0 && s->dump_steps) {
+    rc = attack_dump_open(&dump, s->dump_steps);
+    dump_open = rc == 0;
+    j.dump = dump_open ? &dump : NULL;
+  }
   rg_progress_start(&j.bar, cli_log(), s->progress_label ? s->progress_label : "attack: behaviors", (int)n);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     const rg_behavior *b = sel[i];
@@ -336,6 +348,12 @@ int attack_run(const attack_spec *s, const char *out, cJSON **results) {
       rc = rg_csv_writer_close(&log);
     else
       rg_csv_writer_abort(&log);
+  }
+  if (dump_open) {
+    if (rc == 0)
+      rc = attack_dump_close(&dump);
+    else
+      attack_dump_abort(&dump);
   }
   rg_completions_free(&cases);
   attack_progress_free(&prog);

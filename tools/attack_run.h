@@ -43,7 +43,8 @@ typedef struct {
   const char *init_suffix;    /* NULL: ATTACK_INIT_SUFFIX */
   const char *category;       /* NULL: every row; else DirectRequest's selection (standard, contextual, all) */
   int limit;                  /* > 0: the first LIMIT selected behaviors */
-  rg_gcg_opts go;             /* steps, search_width, top_k, min_loss, seed, retokenize_filter, and
+  rg_gcg_opts go;             /* steps, search_width, top_k, min_loss, seed, retokenize_filter (the
+                               * commands' default: on, as HarmBench's evaluation GCG), and
                                * screen_keep (> 0: every candidate first on 8-bit activations,
                                * RG_WEIGHTS_TILED_Q8, and that many best again in float32) */
   int eval_steps;             /* refusal check every N steps */
@@ -52,6 +53,7 @@ typedef struct {
   int threads;                /* <= 0: all */
   const char *log_path;       /* NULL, or a CSV of behavior_id, step, loss */
   const char *behavior_log;   /* NULL, or a CSV of behavior_id, steps, final_loss, stop_reason, seconds */
+  const char *dump_steps;     /* NULL, or the JSON lines of every step (attack_dump.h) */
   const char *progress_label; /* the progress bar's label ("attack: behaviors") */
 } attack_spec;
 

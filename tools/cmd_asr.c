@@ -45,8 +45,8 @@
  * asr.csv rows with attack adaptive_gcg. The GCG flags are `refgeo
  * attack`'s (--steps, --search-width, --top-k, --eval-steps,
  * --check-refusal-min-loss, --targets, --seed, --init-suffix,
- * --retokenize-filter, --screen; its --batch is --gcg-batch here), with HarmBench's
- * defaults. A killed run resumes inside the attack of the step it was in.
+ * --no-retokenize-filter, --screen; its --batch is --gcg-batch here), with HarmBench's
+ * defaults (the re-tokenization filter on). A killed run resumes inside the attack of the step it was in.
  * --transfer also scores every checkpoint's test cases on every other
  * checkpoint, fixed-source (completions_step<B>_gcg_from_step<A>.json), and
  * writes DIR/transfer.csv: attack_step, eval_step, classifier, n,
@@ -360,7 +360,7 @@ int cmd_asr(int argc, char **argv) {
       gcg_batch = NOT_GIVEN, gcg_seed = NOT_GIVEN, gcg_screen = NOT_GIVEN;
   double gcg_check_min_loss = NAN;
   const char *gcg_targets = NULL, *gcg_init = NULL;
-  bool gcg_retokenize = false, transfer = false;
+  bool gcg_no_retokenize = false, transfer = false;
   cli_intervention ci = {.coeff = NAN};
   cli_list cls_names = {0}, group_columns = {0};
   const cli_opt opts[] = {
@@ -396,8 +396,8 @@ int cmd_asr(int argc, char **argv) {
       {"targets", CLI_STRING, &gcg_targets, "--attack gcg: HarmBench targets JSON (data/harmbench/)"},
       {"seed", CLI_INT, &gcg_seed, "--attack gcg: sampling seed (0)"},
       {"init-suffix", CLI_STRING, &gcg_init, "--attack gcg: initial suffix text (20 \"!\")"},
-      {"retokenize-filter", CLI_BOOL, &gcg_retokenize,
-       "--attack gcg: drop candidates whose suffix does not re-tokenize to itself"},
+      {"no-retokenize-filter", CLI_BOOL, &gcg_no_retokenize,
+       "--attack gcg: keep candidates whose suffix does not re-tokenize to itself (HarmBench drops them)"},
       {"transfer", CLI_BOOL, &transfer,
        "--attack gcg: score every step's test cases on every other step too (transfer.csv)"},
       CLI_INTERVENTION_OPTS(&ci),
@@ -442,9 +442,9 @@ int cmd_asr(int argc, char **argv) {
   else if (!gcg && (gcg_steps != NOT_GIVEN || gcg_width != NOT_GIVEN || gcg_top_k != NOT_GIVEN ||
                     gcg_eval_steps != NOT_GIVEN || gcg_batch != NOT_GIVEN || gcg_seed != NOT_GIVEN ||
                     gcg_screen != NOT_GIVEN || !isnan(gcg_check_min_loss) || gcg_targets || gcg_init ||
-                    gcg_retokenize || transfer))
+                    gcg_no_retokenize || transfer))
     rc = rg_error_set("--steps, --search-width, --top-k, --eval-steps, --check-refusal-min-loss, --gcg-batch, "
-                      "--screen, --targets, --seed, --init-suffix, --retokenize-filter, --transfer: only with "
+                      "--screen, --targets, --seed, --init-suffix, --no-retokenize-filter, --transfer: only with "
                       "--attack gcg");
   else if (gcg && prompt_csv_path) rc = rg_error_set("--attack gcg: needs --behaviors (GCG attacks behaviors with targets)");
   else if (max_new < 1) rc = rg_error_set("--max-new-tokens: %d is not positive", max_new);
@@ -529,7 +529,7 @@ int cmd_asr(int argc, char **argv) {
                .search_width = gcg_width == NOT_GIVEN ? 512 : gcg_width,
                .top_k = gcg_top_k == NOT_GIVEN ? 256 : gcg_top_k,
                .seed = (uint64_t)(unsigned)(gcg_seed == NOT_GIVEN ? 0 : gcg_seed),
-               .retokenize_filter = gcg_retokenize,
+               .retokenize_filter = !gcg_no_retokenize,
                .screen_keep = gcg_screen == NOT_GIVEN ? 0 : gcg_screen},
         .eval_steps = gcg_eval_steps == NOT_GIVEN ? 50 : gcg_eval_steps,
         .check_min_loss = isnan(gcg_check_min_loss) ? 0.05 : gcg_check_min_loss,
@@ -543,6 +543,7 @@ int cmd_asr(int argc, char **argv) {
     cJSON_AddNumberToObject(g, "check_refusal_min_loss", spec.check_min_loss);
     cJSON_AddNumberToObject(g, "seed", (double)spec.go.seed);
     cJSON_AddNumberToObject(g, "screen_keep", spec.go.screen_keep);
+    cJSON_AddBoolToObject(g, "retokenize_filter", spec.go.retokenize_filter);
     cJSON_AddStringToObject(g, "targets", spec.targets_path);
     if (attack_spec_check(&spec) < 0 || run_adaptive(&job, &spec, series, cat, limit, transfer, summary) < 0) goto end;
   } else {

@@ -85,8 +85,7 @@ static int by_grad(const void *a, const void *b) {
   return (x->id > y->id) - (x->id < y->id);
 }
 
-int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
-                   int top_k, int search_width, uint64_t *rng, int32_t *cands) {
+int rg_gcg_top_k(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, int top_k, int32_t *top) {
   const size_t total = (size_t)n_suffix * vocab;
   float gmax = grad[0];
   for (size_t i = 1; i < total; i++) gmax = fmaxf(gmax, grad[i]);
@@ -94,17 +93,19 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
     for (int v = 0; v < vocab; v++)
       if (disallowed[v]) grad[(size_t)p * vocab + v] = gmax + 1;
   /* top_k of -grad per position = the top_k smallest gradients */
-  int32_t *top = malloc((size_t)n_suffix * top_k * sizeof *top);
   scored_token *st = malloc((size_t)vocab * sizeof *st);
-  if (!top || !st) {
-    free(top), free(st);
-    return rg_error_set("gcg: out of memory ranking %d tokens", vocab);
-  }
+  if (!st) return rg_error_set("gcg: out of memory ranking %d tokens", vocab);
   for (int p = 0; p < n_suffix; p++) {
     for (int v = 0; v < vocab; v++) st[v] = (scored_token){grad[(size_t)p * vocab + v], v};
     qsort(st, (size_t)vocab, sizeof *st, by_grad);
     for (int k = 0; k < top_k; k++) top[(size_t)p * top_k + k] = st[k].id;
   }
+  free(st);
+  return 0;
+}
+
+void rg_gcg_draw(const int32_t *top, int n_suffix, int top_k, const int32_t *suffix, int search_width,
+                 uint64_t *rng, int32_t *cands) {
   for (int j = 0; j < search_width; j++) {
     int32_t *cand = cands + (size_t)j * n_suffix;
     memcpy(cand, suffix, (size_t)n_suffix * sizeof *cand);
@@ -112,9 +113,16 @@ int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *dis
     const int p = (int)floor((double)j * n_suffix / search_width);
     cand[p] = top[(size_t)p * top_k + (int)(rg_splitmix64(rng) % (uint64_t)top_k)];
   }
+}
+
+int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
+                   int top_k, int search_width, uint64_t *rng, int32_t *cands) {
+  int32_t *top = malloc((size_t)n_suffix * top_k * sizeof *top);
+  if (!top) return rg_error_set("gcg: out of memory ranking %d tokens", vocab);
+  const int rc = rg_gcg_top_k(grad, n_suffix, vocab, disallowed, top_k, top);
+  if (rc == 0) rg_gcg_draw(top, n_suffix, top_k, suffix, search_width, rng, cands);
   free(top);
-  free(st);
-  return 0;
+  return rc;
 }
 
 int rg_gcg_shared_tokens(const rg_gcg_case *c, const int32_t *cand) {
@@ -217,7 +225,9 @@ int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands,
     char *text = rg_detokenize(t, cand, L, false);
     int32_t *ids = NULL;
     int n = 0;
-    if (!text || rg_tokenize(t, text, strlen(text), false, false, &ids, &n) < 0) {
+    /* transformers' tokenizer(text, add_special_tokens=False): no BOS, but
+     * the text of an added token such as "<|im_start|>" is that token */
+    if (!text || rg_tokenize(t, text, strlen(text), true, false, &ids, &n) < 0) {
       free(text);
       return rg_error_prefix("gcg retokenization filter");
     }
@@ -227,13 +237,23 @@ int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands,
   return 0;
 }
 
-/* The argmin of losses[0..n) among keep[j] (all when keep is NULL or keeps
- * none: see rg_gcg_opts.retokenize_filter). */
-static int best_candidate(const float *losses, int n, const unsigned char *keep) {
+/* The argmin of losses[0..n) among ok[j] (all when OK is NULL). */
+static int best_candidate(const float *losses, int n, const unsigned char *ok) {
   int best = -1;
   for (int j = 0; j < n; j++)
-    if ((!keep || keep[j]) && (best < 0 || losses[j] < losses[best])) best = j;
-  return best >= 0 ? best : best_candidate(losses, n, NULL);
+    if ((!ok || ok[j]) && (best < 0 || losses[j] < losses[best])) best = j;
+  return best;
+}
+
+int rg_gcg_kept_candidates(const int32_t *cands, int n, int L, const unsigned char *keep, int32_t *live, int *idx) {
+  const bool none = !memchr(keep, 1, (size_t)n);
+  int k = 0;
+  for (int j = 0; j < n; j++)
+    if (none || keep[j]) {
+      memcpy(live + (size_t)k * L, cands + (size_t)j * L, (size_t)L * sizeof *live);
+      idx[k++] = j;
+    }
+  return k;
 }
 
 /* Runs HarmBench's refusal check after step K if it is due: *stop = 1 when
@@ -328,19 +348,24 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
   const rg_gcg_case *c = &cs;
   if (why) *why = RG_GCG_ALL_STEPS;
   if (check_case(c) < 0) return -1;
-  const int V = rg_session_vocab(train), L = c->n_suffix;
-  if (o->steps < 0 || o->search_width < 1 || o->top_k < 1 || o->top_k > V)
-    return rg_error_set("gcg: bad options (steps %d, search width %d, top-k %d of %d tokens)", o->steps,
-                        o->search_width, o->top_k, V);
+  const int V = rg_session_vocab(train), L = c->n_suffix, W = o->search_width;
+  if (o->steps < 0 || W < 1 || o->top_k < 1 || o->top_k > V)
+    return rg_error_set("gcg: bad options (steps %d, search width %d, top-k %d of %d tokens)", o->steps, W, o->top_k,
+                        V);
   if (o->stop && (o->stop->eval_steps < 1 || o->stop->n_gen_tokens < 1 || !o->stop->generate || !o->stop->refusals))
     return rg_error_set("gcg: bad refusal check (every %d steps, %d tokens)", o->stop->eval_steps,
                         o->stop->n_gen_tokens);
-  float *grad = malloc((size_t)L * V * sizeof *grad), *cand_losses = malloc((size_t)o->search_width * sizeof(float));
-  int32_t *cands = malloc((size_t)o->search_width * L * sizeof *cands);
-  unsigned char *keep = o->retokenize_filter ? malloc((size_t)o->search_width) : NULL;
-  const bool screened = o->screen && o->screen_keep < o->search_width;
-  unsigned char *verified = screened ? malloc((size_t)o->search_width) : NULL;
-  int rc = grad && cand_losses && cands && (keep || !o->retokenize_filter) && (verified || !screened)
+  const bool filter = o->retokenize_filter, screened = o->screen && o->screen_keep < W;
+  float *grad = malloc((size_t)L * V * sizeof *grad), *cand_losses = malloc((size_t)W * sizeof(float));
+  int32_t *cands = malloc((size_t)W * L * sizeof *cands);
+  int32_t *top = o->sample ? NULL : malloc((size_t)L * o->top_k * sizeof *top);
+  /* with the filter, the kept candidates (LIVE, at IDX of cands) are the ones evaluated */
+  unsigned char *keep = filter ? malloc((size_t)W) : NULL;
+  int32_t *live = filter ? malloc((size_t)W * L * sizeof *live) : NULL;
+  int *idx = filter ? malloc((size_t)W * sizeof *idx) : NULL;
+  unsigned char *verified = screened ? malloc((size_t)W) : NULL;
+  int rc = grad && cand_losses && cands && (top || o->sample) && (!filter || (keep && live && idx)) &&
+                   (verified || !screened)
                ? 0
                : rg_error_set("gcg: out of memory");
   uint64_t rng = o->seed;
@@ -353,19 +378,34 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
       if (why) *why = RG_GCG_MIN_LOSS;
       break;
     }
-    if (rc == 0)
-      rc = o->sample ? o->sample(o->sample_user, k, c->ids + c->suffix_start, L, cands)
-                     : rg_gcg_sample(grad, L, V, disallowed, c->ids + c->suffix_start, o->top_k, o->search_width, &rng, cands);
-    if (rc == 0 && keep) rc = rg_gcg_retokenizes(rg_session_model(train)->tokenizer, cands, o->search_width, L, keep);
-    /* the filter's eligible candidates; all when it keeps none */
-    const unsigned char *eligible = keep && memchr(keep, 1, (size_t)o->search_width) ? keep : NULL;
-    if (rc == 0)
-      rc = screened ? screened_losses(o->screen, inf, c, cands, o->search_width, o->screen_keep, eligible, o->shard,
-                                      cand_losses, verified)
-                    : shared_losses(inf, c, cands, o->search_width, o->shard, cand_losses);
+    const int32_t *suffix = c->ids + c->suffix_start;
+    if (rc == 0 && o->sample) rc = o->sample(o->sample_user, k, suffix, L, cands);
+    else if (rc == 0 && (rc = rg_gcg_top_k(grad, L, V, disallowed, o->top_k, top)) == 0)
+      rg_gcg_draw(top, L, o->top_k, suffix, W, &rng, cands);
+    if (rc == 0 && filter) rc = rg_gcg_retokenizes(rg_session_model(train)->tokenizer, cands, W, L, keep);
     if (rc != 0) break;
-    /* taken unconditionally (HarmBench) */
-    const int best = best_candidate(cand_losses, o->search_width, screened ? verified : keep);
+    const int n_live = filter ? rg_gcg_kept_candidates(cands, W, L, keep, live, idx) : W;
+    const int32_t *eval = filter ? live : cands;
+    rc = screened ? screened_losses(o->screen, inf, c, eval, n_live, o->screen_keep, NULL, o->shard, cand_losses,
+                                    verified)
+                  : shared_losses(inf, c, eval, n_live, o->shard, cand_losses);
+    if (rc != 0) break;
+    const int best_live = best_candidate(cand_losses, n_live, verified); /* taken unconditionally (HarmBench) */
+    const int best = filter ? idx[best_live] : best_live;
+    if (filter) /* the losses to their candidates' places, NaN for the dropped; in place, from the end */
+      for (int j = W - 1, i = n_live - 1; j >= 0; j--) {
+        const bool here = i >= 0 && idx[i] == j;
+        cand_losses[j] = here ? cand_losses[i] : NAN;
+        if (verified) verified[j] = here && verified[i];
+        i -= here;
+      }
+    if (o->on_step) {
+      const rg_gcg_step_view view = {.step = k, .n_suffix = L, .suffix = suffix, .loss = loss, .top = top,
+                                     .top_k = o->top_k, .cands = cands, .n_cands = W,
+                                     .evaluated = n_live < W ? keep : NULL, .n_removed = W - n_live,
+                                     .losses = cand_losses, .verified = verified, .best = best};
+      if ((rc = o->on_step(o->step_user, &view)) != 0) break;
+    }
     memcpy(ids + c->suffix_start, cands + (size_t)best * L, (size_t)L * sizeof *ids);
     losses[k] = cand_losses[best];
     *n_steps = k + 1;
@@ -376,6 +416,6 @@ int rg_gcg_run(rg_session *train, rg_session *inf, const unsigned char *disallow
       break;
     }
   }
-  free(grad), free(cand_losses), free(cands), free(keep), free(verified);
+  free(grad), free(cand_losses), free(cands), free(top), free(keep), free(live), free(idx), free(verified);
   return rc;
 }

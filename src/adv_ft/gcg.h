@@ -15,9 +15,13 @@
  *   2. search_width candidates, candidate j changing only position
  *      floor(j * n_suffix / search_width) to a token drawn uniformly from
  *      that position's top_k of -gradient, disallowed tokens excluded
- *      (rg_gcg_sample);
- *   3. every candidate's loss (rg_gcg_candidate_losses), and the argmin
- *      becomes the suffix, unconditionally, as in HarmBench.
+ *      (rg_gcg_sample = rg_gcg_top_k, then rg_gcg_draw);
+ *   2b. optionally (rg_gcg_opts.retokenize_filter) the candidates whose
+ *      suffix does not decode and re-encode to itself are dropped
+ *      (rg_gcg_retokenizes): HarmBench's evaluation GCG does this, R2D2's
+ *      inner GCG does not;
+ *   3. every remaining candidate's loss (rg_gcg_candidate_losses), and the
+ *      argmin becomes the suffix, unconditionally, as in HarmBench.
  * The random draws use refgeo's splitmix64, so runs are reproducible but do
  * not replay torch's.
  *
@@ -66,10 +70,21 @@ typedef enum {
  * or -1 with the error set. */
 int rg_gcg_token_grad(rg_session *train, const rg_gcg_case *c, rg_gcg_prefix prefix, float *grad, float *loss);
 
-/* Step 2: cands[search_width, n_suffix], each the current suffix with one
- * position replaced. grad is modified (disallowed entries raised above the
- * maximum, as HarmBench does). top_k <= vocab. Returns 0, or -1 with the
- * error set (out of memory). */
+/* Step 2, its first half: top[n_suffix, top_k], each position's top_k
+ * tokens of -grad, best first (equal gradients: the lower id first). grad
+ * is modified (disallowed entries raised above the maximum, as HarmBench
+ * does). top_k <= vocab. Returns 0, or -1 with the error set (out of
+ * memory). */
+int rg_gcg_top_k(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, int top_k, int32_t *top);
+
+/* Step 2, its second half: cands[search_width, n_suffix], candidate j the
+ * current SUFFIX with position floor(j * n_suffix / search_width) replaced
+ * by a token drawn uniformly from that position's row of TOP. */
+void rg_gcg_draw(const int32_t *top, int n_suffix, int top_k, const int32_t *suffix, int search_width,
+                 uint64_t *rng, int32_t *cands);
+
+/* Step 2: rg_gcg_top_k, then rg_gcg_draw. Returns 0, or -1 with the error
+ * set (out of memory). */
 int rg_gcg_sample(float *grad, int n_suffix, int vocab, const unsigned char *disallowed, const int32_t *suffix,
                    int top_k, int search_width, uint64_t *rng, int32_t *cands);
 
@@ -106,9 +121,42 @@ int rg_gcg_screened_losses(rg_session *screen, rg_session *s, const rg_gcg_case 
                            int keep, const unsigned char *eligible, float *losses, unsigned char *verified);
 
 /* keep[j] = whether candidate j (cands[j * L .. +L)) decodes and re-encodes
- * (without special tokens) to the same L ids: the retokenization filter of
- * rg_gcg_opts.retokenize_filter. Returns 0 or -1 with the error set. */
+ * to the same L ids: the retokenization filter of
+ * rg_gcg_opts.retokenize_filter. As gcg.py's tokenizer.batch_decode and
+ * tokenizer(text, add_special_tokens=False): special tokens are decoded to
+ * their text and that text re-encodes to them, no BOS is added, and the
+ * decoded text is not cleaned up (clean_up_tokenization_spaces is false for
+ * the tokenizers refgeo's tests run, SmolLM2's and Qwen2.5's). Returns 0 or
+ * -1 with the error set. */
 int rg_gcg_retokenizes(const rg_tokenizer *t, const int32_t *cands, int n_cands, int L, unsigned char *keep);
+
+/* The candidates of cands[0..n) (each L ids) that KEEP marks, in order,
+ * into LIVE and their indices into IDX; all of them when KEEP marks none
+ * (gcg.py: "All removals; defaulting to keeping all"). Returns how many:
+ * the candidates whose losses the step computes. */
+int rg_gcg_kept_candidates(const int32_t *cands, int n, int L, const unsigned char *keep, int32_t *live, int *idx);
+
+/* What one step of rg_gcg_run saw and chose, for rg_gcg_opts.on_step. The
+ * arrays are rg_gcg_run's, valid during the call. */
+typedef struct {
+  int step;              /* 0, 1, ... */
+  int n_suffix;
+  const int32_t *suffix; /* the suffix the step started from */
+  float loss;            /* its loss, from the token gradient */
+  const int32_t *top;    /* [n_suffix, top_k]: rg_gcg_top_k's; NULL when rg_gcg_opts.sample drew the candidates */
+  int top_k;
+  const int32_t *cands;  /* [n_cands, n_suffix] */
+  int n_cands;
+  /* n_cands: the candidates whose loss was computed; NULL: all. With the
+   * filter on, those it kept, or all when it kept none. */
+  const unsigned char *evaluated;
+  /* HarmBench's count of removals: the candidates the filter dropped, 0
+   * when it dropped all (then all are kept) or is off */
+  int n_removed;
+  const float *losses;   /* n_cands; NaN where not evaluated */
+  const unsigned char *verified; /* screened: whose loss is the candidate session's (NULL: all) */
+  int best;              /* the candidate that became the suffix */
+} rg_gcg_step_view;
 
 typedef struct {
   int steps;        /* HarmBench's evaluation GCG: 500; R2D2's inner GCG: 5 */
@@ -122,10 +170,11 @@ typedef struct {
    * GCG: always o->steps steps). */
   const rg_gcg_stop_rule *stop;
   /* Drop candidates whose suffix does not decode and re-encode (without
-   * special tokens) to the same ids, as llm-attacks' and nanoGCG's
-   * filter_ids do; HarmBench's evaluation GCG does not filter, hence off by
-   * default. When a step drops every candidate, it keeps the unfiltered
-   * argmin (as with the filter off) instead of failing the attack. */
+   * special tokens) to the same ids before their losses are computed, as
+   * HarmBench's evaluation GCG does (baselines/gcg/gcg.py:174-197 at
+   * 8e1604d; `refgeo attack` turns it on by default); when a step drops
+   * every candidate, all are kept, as there. R2D2's inner GCG
+   * (adv_training_utils.py) has no such filter: false, the zero value. */
   bool retokenize_filter;
   uint64_t seed;
   /* When set, replaces step 2 (rg_gcg_sample): writes search_width
@@ -147,6 +196,11 @@ typedef struct {
    * candidate on the candidate session, as HarmBench. */
   rg_session *screen;
   int screen_keep;
+  /* When set, called after every step's choice with what the step saw
+   * (`refgeo attack --dump-steps`); returns 0, or -1 with the error set,
+   * which ends the run. */
+  int (*on_step)(void *user, const rg_gcg_step_view *v);
+  void *step_user;
 } rg_gcg_opts;
 
 typedef enum {

@@ -7,6 +7,7 @@
 
 #include "harmbench/asr_curve.h"
 #include "harmbench/asr_stats.h"
+#include "harmbench/py_whitespace.h"
 #include "model/context_len.h"
 #include "model/generate.h"
 #include "model/tokenizer.h"
@@ -95,8 +96,9 @@ int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int 
   for (int first = 0; first < n && rc == 0; first += batch) {
     int k = n - first < batch ? n - first : batch;
     if ((rc = rg_generate(s, prompts + first, lens + first, k, &go, r)) < 0) break;
-    for (int i = 0; i < k && rc == 0; i++)
+    for (int i = 0; i < k && rc == 0; i++) /* generate_completions.py: decode, then .strip() */
       if (!(generations[first + i] = rg_detokenize(m->tokenizer, r[i].ids, r[i].n, true))) rc = -1;
+      else rg_py_strip(generations[first + i]);
     rg_gen_results_free(r, k);
     rg_progress_tick(&prog, first + k);
   }

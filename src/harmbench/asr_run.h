@@ -67,8 +67,11 @@ typedef struct {
 
 /* Greedy continuations of prompts[0..n-1] (token ids, chat template already
  * applied), BATCH at a time on one KV-cached session, decoded with special
- * tokens skipped. generations[i] receives a malloc'd string (the caller frees
- * each). 0, or -1 with the error set (nothing left allocated). */
+ * tokens skipped and stripped of leading and trailing whitespace as Python's
+ * str.strip() does (py_whitespace.h), as HarmBench's generate_completions.py
+ * strips every generation before saving it and so before classifying it.
+ * generations[i] receives a malloc'd string (the caller frees each). 0, or -1
+ * with the error set (nothing left allocated). */
 int rg_asr_generate(const rg_model *m, const int32_t *const *prompts, const int *lens, int n,
                     const rg_asr_gen_opts *o, char **generations);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harmbench/py_whitespace.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -142,30 +143,6 @@ void rg_refusal_list_free(rg_refusal_list *l) {
   free(l);
 }
 
-/* The UTF-8 forms of the non-ASCII code points for which Python's
- * str.isspace() is true (U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028,
- * U+2029, U+202F, U+205F, U+3000); tools/reference/make_xstest_fixtures.py
- * checks this set against Python over every code point. */
-static const char *const PY_SPACE_UTF8[] = {
-    "\xC2\x85",     "\xC2\xA0",     "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82",
-    "\xE2\x80\x83", "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88",
-    "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xA8", "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F",
-    "\xE3\x80\x80",
-};
-
-/* Length of the Python whitespace character at S, or 0. ASCII: \t \n \v \f
- * \r, U+001C..U+001F (Python counts the information separators as space)
- * and ' '. */
-static size_t py_space_len(const char *s) {
-  unsigned char c = (unsigned char)*s;
-  if ((c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20)) return 1;
-  for (size_t i = 0; i < sizeof PY_SPACE_UTF8 / sizeof PY_SPACE_UTF8[0]; i++) {
-    size_t n = strlen(PY_SPACE_UTF8[i]);
-    if (strncmp(s, PY_SPACE_UTF8[i], n) == 0) return n;
-  }
-  return 0;
-}
-
 bool rg_refusal_matches(const rg_refusal_list *l, const char *text) {
   /* Out of memory while folding falls back to the unfolded text, which can
    * only miss matches (a conservative "not refused"). */
@@ -175,7 +152,7 @@ bool rg_refusal_matches(const rg_refusal_list *l, const char *text) {
    * since no prefix ends in whitespace. Lower-casing first, as XSTest does,
    * changes nothing here: no character lowers to whitespace or from it. */
   if (l->anchored)
-    for (size_t k; (k = py_space_len(hay)) > 0;) hay += k;
+    for (size_t k; (k = rg_py_space_len(hay)) > 0;) hay += k;
   bool hit = false;
   for (int i = 0; i < l->n && !hit; i++)
     hit = l->anchored ? strncmp(hay, l->strings[i], strlen(l->strings[i])) == 0 : strstr(hay, l->strings[i]) != NULL;

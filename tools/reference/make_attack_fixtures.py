@@ -20,6 +20,11 @@ the behavior plus " ", the suffix "! ! ... !" (20 tokens), the text after it
 and the target without them; the loss is the mean cross entropy of the target
 tokens.
 
+The argmin candidate must re-tokenize to itself (decoded and re-encoded as
+HarmBench's re-tokenization filter does), so that the step is the same with
+`refgeo attack`'s default filter on or off; "candidate_retokenizes" records
+each candidate's.
+
 The step's result is stable only if no near-tie decides it: where a
 position's top two allowed tokens have gradients within float32 noise, the
 candidate with either token must lose to the best by a margin, which the
@@ -47,8 +52,8 @@ SLOT = "{instruction}"
 N_SUFFIX = 20
 
 
-def one_step(tok, model, disallowed, b, target):
-    """The fixture record for behavior B, or None when a near-tie decides its step."""
+def build_case(tok, b, target):
+    """gcg.py's token layout for behavior B: (behavior text, ids, suffix start, target ids)."""
     behavior = b["Behavior"] + " "  # gcg.py: behavior += ' '
     template = tok.apply_chat_template([{"role": "user", "content": SLOT}], tokenize=False, add_generation_prompt=True)
     before_tc, after_tc = template.split(SLOT)
@@ -56,11 +61,33 @@ def one_step(tok, model, disallowed, b, target):
     before = tok([before_tc])["input_ids"][0]
     beh, suffix, after, tgt = tok([behavior, optim_str, after_tc, target], add_special_tokens=False)["input_ids"]
     assert len(suffix) == N_SUFFIX
-    start = len(before) + len(beh)
-    ids = before + beh + suffix + after + tgt
-    n, nt = len(ids), len(tgt)
+    return behavior, before + beh + suffix + after + tgt, len(before) + len(beh), tgt
+
+
+def suffix_grad(model, ids, start, nt, disallowed):
+    """(loss, d loss / d one-hot suffix [N_SUFFIX, vocab]) with disallowed tokens' entries at +inf."""
+    n = len(ids)
     E = model.get_input_embeddings().weight
     vocab = E.shape[0]
+    onehot = torch.zeros(N_SUFFIX, vocab, dtype=torch.float64)
+    onehot[torch.arange(N_SUFFIX), torch.tensor(ids[start : start + N_SUFFIX])] = 1
+    onehot.requires_grad_(True)
+    emb = E[torch.tensor(ids)].detach().clone()
+    emb = torch.cat([emb[:start], onehot @ E, emb[start + N_SUFFIX :]]).unsqueeze(0)
+    logits = model(inputs_embeds=emb).logits[0, n - nt - 1 : n - 1]
+    loss0 = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[n - nt :]))
+    loss0.backward()
+    grad = onehot.grad.clone()
+    for lo, hi in disallowed:
+        grad[:, lo : hi + 1] = float("inf")
+    return loss0, grad
+
+
+def one_step(tok, model, disallowed, b, target):
+    """The fixture record for behavior B, or None when a near-tie decides its step."""
+    behavior, ids, start, tgt = build_case(tok, b, target)
+    n, nt = len(ids), len(tgt)
+    vocab = model.get_input_embeddings().weight.shape[0]
 
     def losses_of(batch):
         with torch.no_grad():
@@ -69,18 +96,7 @@ def one_step(tok, model, disallowed, b, target):
                                                    reduction="none")
         return ce.reshape(len(batch), nt).mean(dim=1).tolist()
 
-    # d loss / d one-hot suffix
-    onehot = torch.zeros(N_SUFFIX, vocab, dtype=torch.float64)
-    onehot[torch.arange(N_SUFFIX), torch.tensor(suffix)] = 1
-    onehot.requires_grad_(True)
-    emb = E[torch.tensor(ids)].detach().clone()
-    emb = torch.cat([emb[:start], onehot @ E, emb[start + N_SUFFIX :]]).unsqueeze(0)
-    logits = model(inputs_embeds=emb).logits[0, n - nt - 1 : n - 1]
-    loss0 = torch.nn.functional.cross_entropy(logits, torch.tensor(tgt))
-    loss0.backward()
-    grad = onehot.grad.clone()
-    for lo, hi in disallowed:
-        grad[:, lo : hi + 1] = float("inf")
+    loss0, grad = suffix_grad(model, ids, start, nt, disallowed)
     top2 = torch.topk(-grad, 2, dim=1)
     top1 = top2.indices[:, 0].tolist()
     grad_gap = (top2.values[:, 0] - top2.values[:, 1]).tolist()
@@ -106,8 +122,13 @@ def one_step(tok, model, disallowed, b, target):
     alt_losses = losses_of(alt) if alt else []
     others = [cand_losses[j] for j in range(N_SUFFIX) if j != best] + alt_losses
     margin = min(others) - cand_losses[best]
-    print(b["BehaviorID"], "argmin", best, "loss", cand_losses[best], "near ties", near, "margin", margin)
-    if best in near or margin <= 1e-3:
+    # HarmBench's re-tokenization filter (gcg.py:174-197), on in `refgeo attack`
+    # by default: the step is the same with it on or off when the argmin keeps
+    retok = [tok(tok.batch_decode([c[start : start + N_SUFFIX]])[0], add_special_tokens=False)["input_ids"]
+             == c[start : start + N_SUFFIX] for c in cands]
+    print(b["BehaviorID"], "argmin", best, "loss", cand_losses[best], "near ties", near, "margin", margin,
+          "argmin re-tokenizes", retok[best])
+    if best in near or margin <= 1e-3 or not retok[best]:
         return None
     chosen = cands[best][start : start + N_SUFFIX]
     row = io.StringIO()
@@ -125,6 +146,7 @@ def one_step(tok, model, disallowed, b, target):
         "top1_tokens": top1,
         "near_tie_positions": near,
         "candidate_losses": cand_losses,
+        "candidate_retokenizes": retok,
         "argmin": best,
         "loss": cand_losses[best],
         "margin_to_next_candidate": margin,
