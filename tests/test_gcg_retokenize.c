@@ -1,5 +1,5 @@
 /* test_gcg_retokenize.c: the retokenization filter of GCG
- * (rg_gcg_retokenizes, `refgeo attack --retokenize-filter`) on
+ * (rg_gcg_retokenizes; on by default in `refgeo attack`, off with --no-retokenize-filter) on
  * SmolLM2-135M-Instruct's byte-level BPE, whose tokenization is checked
  * against Hugging Face tokenizers in test_tokenizer. Facts of that BPE the
  * cases rest on: "ab" and "ing" are single tokens, so the two-token
