@@ -24,8 +24,8 @@
 
 #include "bench_util.h"
 #include "cli.h"
-#include "model/blas_core.h"
-#include "model/forward.h"
+#include "backend/cpu/blas_core.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "util/error.h"
 

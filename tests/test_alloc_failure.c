@@ -30,9 +30,9 @@
 #include <unistd.h>
 
 #include "alloc_fail.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

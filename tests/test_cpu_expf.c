@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend_cpu_internal.h"
+#include "backend/cpu/cpu_internal.h"
 
 static float from_bits(uint32_t u) {
   float x;

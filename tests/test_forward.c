@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/forward.h"
-#include "model/generate.h"
+#include "engine/forward.h"
+#include "engine/generate.h"
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"

@@ -30,10 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/backend_cpu_internal.h"
-#include "model/backend_cpu_q8_internal.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/q8/q8_internal.h"
+#include "tensor/dtype.h"
 #include "block_products.h"
 #include "testlib.h"
 #include "util/error.h"

@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/backend_cpu_internal.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
+#include "tensor/dtype.h"
 #include "block_products.h"
 #include "testlib.h"
 

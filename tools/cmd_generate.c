@@ -17,10 +17,10 @@
 #include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
-#include "model/context_len.h"
-#include "model/generate.h"
+#include "engine/context_len.h"
+#include "engine/generate.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 static void print_result(const rg_model *m, int n_prompt, const rg_gen_result *r, const char *text, bool json) {

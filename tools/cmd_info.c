@@ -9,11 +9,11 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/backend.h"
-#include "model/blas_core.h"
-#include "model/chat_template.h"
+#include "backend/backend.h"
+#include "backend/cpu/blas_core.h"
+#include "tokenizer/chat_template.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 static const char *rope_scaling_name(rg_rope_scaling s) {
@@ -114,7 +114,7 @@ static cJSON *device_report(void) {
   /* which 8-bit kernels --fast-decode runs here (null: the float32 path) */
   if (isa) cJSON_AddStringToObject(cpu, "fast_decode", isa);
   else cJSON_AddNullToObject(cpu, "fast_decode");
-  /* OpenBLAS's kernel set, which decides float32 speed (model/blas_core.h) */
+  /* OpenBLAS's kernel set, which decides float32 speed (backend/cpu/blas_core.h) */
   cJSON_AddStringToObject(cpu, "blas_kernels", rg_blas_core_name());
   cJSON_AddItemToArray(list, cpu);
   const char *gpu = rg_gpu_backend_name();

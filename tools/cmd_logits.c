@@ -13,10 +13,10 @@
 #include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
-#include "model/context_len.h"
-#include "model/forward.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/logsumexp.h"
 

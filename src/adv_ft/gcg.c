@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backward.h"
-#include "model/tokenizer.h"
+#include "engine/backward.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/rng.h"
 

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 
 typedef struct {

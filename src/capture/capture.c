@@ -6,12 +6,12 @@
 #include <time.h>
 
 #include "capture/acts_h5.h"
-#include "model/chat_template.h"
-#include "model/context_len.h"
-#include "model/forward.h"
+#include "tokenizer/chat_template.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fault.h"
 #include "util/progress.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/hooks.h"
+#include "engine/hooks.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/h5_util.h"

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/context_len.h"
-#include "model/forward.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
 #include "util/error.h"
 #include "util/logsumexp.h"
 

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model_source.h"
-#include "model/safetensors.h"
-#include "model/tokenizer.h"
+#include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fileio.h"
 

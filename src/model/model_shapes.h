@@ -15,7 +15,7 @@
 #ifndef RG_MODEL_SHAPES_H
 #define RG_MODEL_SHAPES_H
 
-#include "model/config.h"
+#include "formats/config.h"
 #include "model/model.h"
 
 /* *out: calloc'ed tensors (each name strdup'ed) of a model of config C in

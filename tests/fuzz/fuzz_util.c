@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/dtype.h"
+#include "tensor/dtype.h"
 #include "util/error.h"
 
 static char dir[256];
