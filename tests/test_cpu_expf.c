@@ -1,4 +1,4 @@
-/* test_cpu_expf: the CPU backend's vectorizable e^x (backend_cpu_internal.h),
+/* test_cpu_expf: the CPU backend's vectorizable e^x (backend/cpu/cpu_internal.h),
  * which the softmax of attention and SiLU (forward and gradient) run on,
  * against libm's double-precision exp as the reference.
  *

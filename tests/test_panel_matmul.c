@@ -31,7 +31,7 @@
 #include "block_products.h"
 #include "testlib.h"
 
-enum { KC = 64 }; /* backend_cpu_panel.c's chain */
+enum { KC = 64 }; /* backend/cpu/panel.c's chain */
 
 static rg_backend *backend_no_amx(void) {
   assert_int_equal(setenv("REFGEO_MAX_ISA", "avx512", 1), 0);

@@ -1,5 +1,5 @@
 /* test_q8_matmul.c: the 8-bit decode products (RG_FORM_FILE_Q8,
- * backend_cpu_q8.c) for every block format they cover, on random blocks,
+ * backend/cpu/q8/q8.c) for every block format they cover, on random blocks,
  * and on float matrices through their q8_0 copy (test_float_weights).
  *
  * Three independent checks per format and shape:

@@ -30,7 +30,8 @@
  * harmbench/classifiers.h (refusal-harmbench, refusal-advbench, refusal-rd,
  * refusal-xstest, judge with --judge MODEL).
  * Data files default to harmbench/ in refgeo's data folder (cli_data.h:
- * $REFGEO_DATA, else data/ beside the executable or its folder).
+ * installed share/refgeo, $REFGEO_DATA, data/ near the executable, the
+ * source tree of its build folder).
  * --ablate / --actadd (cli_intervention.h) generate under that intervention:
  * the attack is named e.g. "DirectRequest+ablate(step=0;pos=-1;layer=12)"
  * and its completions go to completions_step<N>_ablate_<hash>.json.

@@ -537,7 +537,7 @@ int cmd_run(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, 2,
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
                      "CONFIG.ini [--dry-run] [--set SECTION.KEY=VALUE ...]\n\nexample: refgeo run data/demo.ini "
                      "--set train.updates=10",
                      pos, 1, &n_pos);

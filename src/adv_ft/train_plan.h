@@ -18,7 +18,7 @@
  *    own RSS before the model loads (libraries, OpenMP, measured).
  *    Capacity: MemTotal of /proc/meminfo.
  *  - gpu:NG: what a device backend would hold in N GiB of device memory
- *    (backend_plan.h, "plan-gpu": frozen matrices in their file dtype,
+ *    (backend/plan.h, "plan-gpu": frozen matrices in their file dtype,
  *    trainable weights float32); host arrays are listed but not counted
  *    against the device.
  * Buffers are counted at their full size: a batch shorter than its caps

@@ -4,8 +4,8 @@
  * the spirit of ggml's backend interface). forward.c, backward.c and the
  * optimizer call only these operations, so a CUDA or HIP backend fills the
  * same table without them changing. Backends are made by name
- * (rg_backend_new): "cpu" (backend_cpu.c: OpenBLAS sgemm + OpenMP) and,
- * in a GPU build, "cuda" or "hip" (backend_gpu.cu: CUDA and HIP from one
+ * (rg_backend_new): "cpu" (backend/cpu/cpu.c: OpenBLAS sgemm + OpenMP) and,
+ * in a GPU build, "cuda" or "hip" (backend/gpu/gpu.cu: CUDA and HIP from one
  * source).
  *
  * Conventions:
@@ -28,8 +28,10 @@
  *    queues them and learns of a failure later (as CUDA reports a kernel's
  *    error at the next synchronization). A failing operation records the
  *    first error on the backend; rg_backend_status returns it (and clears
- *    it), and every download returns it too. The CPU backend's operations
- *    cannot fail once their buffers exist: callers validate ids and sizes.
+ *    it), and every download returns it too. Callers validate ids and
+ *    sizes; what can still fail is memory an operation takes for itself
+ *    (the CPU backend's attention grows a scratch for long sequences) and,
+ *    on a device, the device.
  *
  * Threads: each backend has its own thread count (rg_backend_opts.threads);
  * two backends in one process do not change each other's.
@@ -61,12 +63,12 @@ typedef enum {
   RG_FORM_FILE_Q8  /* RG_FORM_FILE, but every product quantizes the activations to
                     * 8 bits per block of 32 and uses integer dot products where
                     * the backend has them for the dtype (the CPU's:
-                    * backend_cpu_q8.c). Faster, and off the float32 result by the
+                    * backend/cpu/q8/q8.c). Faster, and off the float32 result by the
                     * activations' rounding. */
 } rg_weight_form;
 
 typedef struct {
-  const char *name; /* "cpu"; NULL = "cpu" */
+  const char *name; /* "cpu", a GPU backend's name; NULL: rg_backend_default_name() ($REFGEO_DEVICE, else "cpu") */
   int threads;      /* <= 0: all online CPUs */
   /* Commit memory when it is allocated (the CPU backend writes every new
    * buffer's pages): the process then holds from the start what it will

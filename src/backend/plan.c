@@ -1,4 +1,4 @@
-/* backend_plan.c: the counting backends of backend_plan.h. */
+/* backend/plan.c: the counting backends of backend/plan.h. */
 #include "backend/plan.h"
 
 #include <stdint.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cpu/cpu_internal.h" /* the CPU backend's tile and panel scratch sizes */
+#include "backend/cpu/cpu.h" /* the CPU backend's tile and panel scratch sizes */
 #include "tensor/dtype.h"
 #include "util/error.h"
 
@@ -99,18 +99,20 @@ static void plan_batch_free(rg_backend *be, rg_batch *b) {
 /* ---------------------------------------------------------------- weights */
 
 /* The CPU rule grows the per-thread tile, and the panel products'
- * transposed activations, as backend_cpu.c's weight_new does. */
+ * transposed activations, to what the CPU backend grows them to
+ * (rg_cpu_scratch_for). */
 static void grow_tile(rg_backend *be, int64_t cols) {
   plan_backend *p = plan(be);
-  const size_t xt = cpu_panel_scratch_floats(cols);
+  const rg_cpu_scratch need = rg_cpu_scratch_for(cols);
+  const size_t xt = need.panel_floats;
   if (xt > p->panel_floats) {
     count(be, p->panel_floats ? p->panel_tag : p->tag, 0, p->panel_floats * sizeof(float));
     p->panel_floats = xt;
     p->panel_tag = p->tag;
     count(be, p->tag, xt * sizeof(float), 0);
   }
-  if (p->tile_floats >= (size_t)cols) return;
-  const size_t n = cols > TILE_FLOATS ? (size_t)cols : TILE_FLOATS, per = (size_t)be->threads * sizeof(float);
+  if (p->tile_floats >= need.tile_floats) return;
+  const size_t n = need.tile_floats, per = (size_t)be->threads * sizeof(float);
   count(be, p->tile_floats ? p->tile_tag : p->tag, 0, p->tile_floats * per);
   p->tile_floats = n;
   p->tile_tag = p->tag;
@@ -137,7 +139,7 @@ static rg_bweight *plan_weight_new(rg_backend *be, const rg_tensor *t, rg_weight
   }
   *w = (plan_weight){.rows = rows, .cols = cols, .tag = plan(be)->tag};
   const bool tiled = rows > 1 && form != RG_FORM_F32 && t->type != RG_F32;
-  if (plan(be)->gpu) { /* backend_gpu.cu's rule: only a bf16 file's matrices stay as they are */
+  if (plan(be)->gpu) { /* backend/gpu/gpu.cu's rule: only a bf16 file's matrices stay as they are */
     w->bytes = tiled && t->type == RG_BF16 ? row_bytes * (size_t)rows : f32;
   } else {
     const bool aligned_f32 = t->type == RG_F32 && ((uintptr_t)t->data % sizeof(float)) == 0;

@@ -1,4 +1,4 @@
-/* backend_plan.h: backends that allocate nothing and compute nothing, but
+/* backend/plan.h: backends that allocate nothing and compute nothing, but
  * count the bytes a real backend would hold (what `refgeo train --plan`
  * reports, adv_ft/train_plan.h).
  *
@@ -11,12 +11,12 @@
  * counts are the sizes those steps asked for.
  *
  * Two rules for what a weight holds (rg_bweight_bytes):
- *  - "plan-cpu": the CPU backend's (backend_cpu.c): a float32 copy for a
+ *  - "plan-cpu": the CPU backend's (backend/cpu/cpu.c): a float32 copy for a
  *    vector, a float32-form matrix or a misaligned f32 tensor; nothing for
  *    an aligned f32 tensor or a tiled matrix, which view the file map; a
  *    float32 copy after rg_bweight_make_f32. Tiled matrices add the
  *    dequantization tiles (TILE_FLOATS per thread, or one row if longer).
- *  - "plan-gpu": the GPU backend's (backend_gpu.cu) holds every weight in
+ *  - "plan-gpu": the GPU backend's (backend/gpu/gpu.cu) holds every weight in
  *    device memory: a bf16 file's matrix in a tiled form as its bytes,
  *    everything else and every trainable weight as float32. No tiles.
  *

@@ -1,4 +1,4 @@
-/* backend.c: making a backend by name (backend.h). */
+/* backend/registry.c: making a backend by name (backend.h). */
 #include "backend/backend.h"
 
 #include <stdlib.h>
@@ -25,7 +25,7 @@ typedef struct {
 } backend_entry;
 
 /* Every backend this build has. The plan backends count bytes instead of
- * computing (backend_plan.h); a GPU build adds its own (backend_gpu.cu),
+ * computing (backend/plan.h); a GPU build adds its own (backend/gpu/gpu.cu),
  * whose names take a device number (":N"). */
 static const backend_entry BACKENDS[] = {
     {"cpu", rg_backend_cpu_new},
@@ -72,7 +72,13 @@ int rg_backend_check_device(const char *name) {
 rg_backend *rg_backend_new(const rg_backend_opts *o) {
   const char *name = o && o->name ? o->name : rg_backend_default_name();
   const backend_entry *e = entry_of(name);
-  if (e) return e->make(o);
+  if (e) {
+    /* the constructor gets the name resolved here, so that no backend calls
+     * back into the registry for it */
+    rg_backend_opts named = o ? *o : (rg_backend_opts){0};
+    named.name = name;
+    return e->make(&named);
+  }
   rg_backend_check_device(name); /* the error: the names this build has */
   return NULL;
 }

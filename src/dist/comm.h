@@ -63,7 +63,7 @@ rg_comm *rg_comm_self(void);
 
 /* A communicator of SIZE ranks that moves no data, as rank 0 (what a
  * session on a plan backend needs to size its sequence-parallel buffers;
- * backend_plan.h): every collective fails. NULL with the error set. */
+ * backend/plan.h): every collective fails. NULL with the error set. */
 rg_comm *rg_comm_plan(int size);
 
 /* MPI's world (MPI_Init on first use, MPI_Finalize at exit). Each
@@ -77,7 +77,7 @@ rg_comm *rg_comm_mpi_world(double timeout_s);
  * NULL). GROUP must divide the world's size. NULL with the error set. */
 rg_comm *rg_comm_split(rg_comm *world, int group, rg_comm **across);
 
-/* Ranks computing on the GPU backend BE (backend_gpu.cu), the same ranks
+/* Ranks computing on the GPU backend BE (backend/gpu/gpu.cu), the same ranks
  * as HOST's (an MPI communicator, borrowed, to be freed after this one):
  * NCCL carries the float collectives on BE's device buffers, in BE's
  * stream; HOST carries those on host arrays (ints, doubles) and hands NCCL

@@ -5,7 +5,7 @@
  * go to the MPI communicator it wraps, which also hands NCCL its unique id.
  *
  * NCCL is opened at run time (libnccl.so.2: the toolkit's, or the one
- * PyTorch's wheels bring), as cuBLAS is (backend_gpu_gemm.cu). Every
+ * PyTorch's wheels bring), as cuBLAS is (backend/gpu/gemm.cu). Every
  * collective waits for its stream with the MPI communicator's deadline: a
  * rank that never arrives aborts the NCCL communicator and is an error, as
  * under MPI. Variable counts, which NCCL's collectives lack, are grouped

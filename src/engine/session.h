@@ -1,11 +1,11 @@
-/* session_memory.h: what a session holds, by kind (what `refgeo train
+/* engine/session.h: what a session holds, by kind (what `refgeo train
  * --plan` reports per session).
  *
  * Backend bytes are read from the buffers the session actually allocated
  * (their sizes in floats, rg_buf.n; a batch's metadata as the CPU backend
  * keeps it), so the figures follow rg_session_new and
- * rg_session_train_alloc whatever they allocate; on a plan backend
- * (backend_plan.h) they add up to the bytes the backend counted. Host bytes
+ * its training buffers whatever they allocate; on a plan backend
+ * (backend/plan.h) they add up to the bytes the backend counted. Host bytes
  * are the session's own host arrays, from the same sizes its allocation
  * uses. Any backend, any session.
  */

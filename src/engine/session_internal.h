@@ -1,5 +1,6 @@
-/* session_internal.h: the session struct shared by forward.c (the pass
- * itself) and backward.c (gradients of a training session's last pass). */
+/* engine/session_internal.h: the session struct shared by session.c (its
+ * allocation), forward.c (the pass itself), backward.c (gradients of a
+ * training session's last pass) and sp_attention.c. */
 #ifndef RG_SESSION_INTERNAL_H
 #define RG_SESSION_INTERNAL_H
 
@@ -147,9 +148,5 @@ int rg_sp_attention(rg_session *s, int l, rg_buf *att, rg_buf *lse, rg_buf *q, c
                     bool again);
 int rg_sp_attention_backward(rg_session *s, int l, rg_buf *dq, rg_buf *dk, rg_buf *dv, const rg_buf *datt,
                              const rg_buf *q, const rg_buf *att, const rg_buf *lse);
-
-/* backward.c: allocates / frees the train_state of a training session. */
-int rg_session_train_alloc(rg_session *s);
-void rg_session_train_free(rg_session *s);
 
 #endif

@@ -49,13 +49,13 @@ typedef struct rg_weights rg_weights;
 typedef enum {
   RG_WEIGHTS_AUTO = 0, /* float32 when the model's f32 matrices take < 25% of RAM */
   RG_WEIGHTS_TILED,    /* the file dtype, dequantized in tiles by each matmul; matmuls of
-                        * <= 16 rows read the file's blocks directly (backend_cpu_skinny.c).
+                        * <= 16 rows read the file's blocks directly (backend/cpu/skinny.c).
                         * What decode-bound callers (generate, asr) take: a decode step
                         * then reads the file's bytes, and the process stays near the
                         * file's size instead of an f32 copy 4-6x larger. */
   RG_WEIGHTS_TILED_Q8, /* RG_WEIGHTS_TILED, with the products on 8-bit activations and
                         * integer dot products where the CPU has them
-                        * (backend_cpu_q8.c; llama.cpp's arithmetic; float32, f16
+                        * (backend/cpu/q8/q8.c; llama.cpp's arithmetic; float32, f16
                         * and bf16 matrices through a q8_0 copy): what generate
                         * and asr take with --fast-decode. */
   RG_WEIGHTS_F32       /* always float32 */

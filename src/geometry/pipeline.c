@@ -138,8 +138,9 @@ static int geometry_rows(run_state *st, int si, const float *harm, int nh, const
       rg_project_rows(Xh, nh, st->d, r, ph);
       rg_project_rows(Xl, nl, st->d, r, pl);
       g->auroc = rg_auroc(ph, nh, pl, nl);
-      if (rg_diff_means_mean(dm, RG_HARMLESS, pi, l, nu) < 0) rc = -1;
-      rg_matrix_subtract_row(Xh, nh, st->d, nu);
+      /* nu is read only when rg_diff_means_mean filled it */
+      if (rc == 0 && rg_diff_means_mean(dm, RG_HARMLESS, pi, l, nu) < 0) rc = -1;
+      if (rc == 0) rg_matrix_subtract_row(Xh, nh, st->d, nu);
       if (rc == 0 && rg_matrix_spectrum_measures(Xh, nh, st->d, &g->spectrum) < 0) rc = -1;
       st->n_geo++;
     }

@@ -9,7 +9,7 @@
  * rg_model_load_shapes makes an rg_model of such tensors from a Hugging
  * Face config.json: every tensor's data is NULL (nbytes is what the file
  * would hold), there is no tokenizer, chat template or file map, and format
- * is "shapes". Only a plan backend (backend_plan.h) can prepare its
+ * is "shapes". Only a plan backend (backend/plan.h) can prepare its
  * weights; nothing else may read them.
  */
 #ifndef RG_MODEL_SHAPES_H

@@ -2,7 +2,7 @@
  * (dequant.c holds the portable ones and the table).
  *
  * Why: a decode step dequantizes every weight of the model once per token
- * (backend_cpu_skinny.c). GCC vectorizes dequant.c's loops only to 128-bit
+ * (backend/cpu/skinny.c). GCC vectorizes dequant.c's loops only to 128-bit
  * lanes with a long unpacking sequence (~2 instructions per weight on
  * SmolLM2's Q4_1), which made dequantization 38% of a batch-1 decode step.
  *
@@ -28,12 +28,6 @@
 
 enum { QK = 32, QK_K = 256 };
 
-AVX2 static inline float f16(const uint8_t *p) {
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
 /* The low 8 bytes of B, as 8 floats (unsigned or signed bytes). */
 AVX2 static inline __m256 u8_to_ps(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)); }
 AVX2 static inline __m256 i8_to_ps(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); }
@@ -49,7 +43,7 @@ AVX2 static inline void nibbles(const uint8_t *qs, __m128i *lo, __m128i *hi) {
 AVX2 static void row_q4_0(const uint8_t *x, float *y, int64_t nb) {
   const __m128i eight = _mm_set1_epi8(8);
   for (int64_t i = 0; i < nb; i++, x += 18, y += QK) {
-    const __m256 d = _mm256_set1_ps(f16(x));
+    const __m256 d = _mm256_set1_ps(rg_f16c_load(x));
     __m128i lo, hi;
     nibbles(x + 2, &lo, &hi);
     lo = _mm_sub_epi8(lo, eight);
@@ -63,7 +57,7 @@ AVX2 static void row_q4_0(const uint8_t *x, float *y, int64_t nb) {
 
 AVX2 static void row_q4_1(const uint8_t *x, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; i++, x += 20, y += QK) {
-    const __m256 d = _mm256_set1_ps(f16(x)), m = _mm256_set1_ps(f16(x + 2));
+    const __m256 d = _mm256_set1_ps(rg_f16c_load(x)), m = _mm256_set1_ps(rg_f16c_load(x + 2));
     __m128i lo, hi;
     nibbles(x + 4, &lo, &hi);
     _mm256_storeu_ps(y, _mm256_fmadd_ps(u8_to_ps(lo), d, m));
@@ -90,7 +84,7 @@ AVX2 static inline __m256i bytes16(uint32_t bits) {
 AVX2 static void row_q5_0(const uint8_t *x, float *y, int64_t nb) {
   const __m256i sixteen = _mm256_set1_epi8(16);
   for (int64_t i = 0; i < nb; i++, x += 22, y += QK) {
-    const __m256 d = _mm256_set1_ps(f16(x));
+    const __m256 d = _mm256_set1_ps(rg_f16c_load(x));
     uint32_t qh;
     memcpy(&qh, x + 2, 4);
     __m128i lo, hi;
@@ -104,7 +98,7 @@ AVX2 static void row_q5_0(const uint8_t *x, float *y, int64_t nb) {
 
 AVX2 static void row_q8_0(const uint8_t *x, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; i++, x += 34, y += QK) {
-    const __m256 d = _mm256_set1_ps(f16(x));
+    const __m256 d = _mm256_set1_ps(rg_f16c_load(x));
     for (int p = 0; p < 4; p++) {
       const __m128i q = _mm_loadl_epi64((const __m128i *)(x + 2 + 8 * p));
       _mm256_storeu_ps(y + 8 * p, _mm256_mul_ps(i8_to_ps(q), d));
@@ -117,7 +111,7 @@ AVX2 static void row_q8_0(const uint8_t *x, float *y, int64_t nb) {
 AVX2 static void row_q4_k(const uint8_t *x, float *y, int64_t nb) {
   const __m256i mask = _mm256_set1_epi8(0x0F);
   for (int64_t i = 0; i < nb; i++, x += 144) {
-    const float d = f16(x), min = f16(x + 2);
+    const float d = rg_f16c_load(x), min = rg_f16c_load(x + 2);
     const uint8_t *scales = x + 4, *q = x + 16;
     for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
       uint8_t sc, m;
@@ -145,7 +139,7 @@ AVX2 static void row_q4_k(const uint8_t *x, float *y, int64_t nb) {
 AVX2 static void row_q6_k(const uint8_t *x, float *y, int64_t nb) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
   for (int64_t i = 0; i < nb; i++, x += 210) {
-    const float d = f16(x + 208);
+    const float d = rg_f16c_load(x + 208);
     const uint8_t *ql = x, *qh = x + 128;
     const int8_t *sc = (const int8_t *)(x + 192);
     for (int n = 0; n < QK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {

@@ -1,4 +1,4 @@
-/* backend_cpu_attention.c: the CPU backend's attention, forward and
+/* backend/cpu/attention.c: the CPU backend's attention, forward and
  * backward, tiled in the manner of FlashAttention-2 (Dao 2023, arXiv
  * 2307.08691, algorithms 1 and 2).
  *

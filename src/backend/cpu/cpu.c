@@ -1,4 +1,4 @@
-/* backend_cpu.c: the CPU implementation of backend.h.
+/* backend/cpu/cpu.c: the CPU implementation of backend.h.
  *
  * Matrix products take one of five paths, chosen per weight and per
  * product (matmul_into):
@@ -10,13 +10,13 @@
  *    plus one tile per thread.
  *    Measured on SmolLM2-135M (2 threads, 16 x 128 prefill) the f32 copy
  *    is ~15% faster (90 vs 79 GFLOP/s), hence RG_WEIGHTS_AUTO.
- *  - skinny products (backend_cpu_skinny.c): a tiled weight and a few rows
+ *  - skinny products (backend/cpu/skinny.c): a tiled weight and a few rows
  *    of x, the blocks decoded a register block at a time.
- *  - panel products (backend_cpu_panel.c): a tiled weight and up to
+ *  - panel products (backend/cpu/panel.c): a tiled weight and up to
  *    PANEL_MAX_M rows of x, the blocks decoded a register block at a time,
  *    x transposed once; no copy of the weight, which sgemm makes and at
  *    such M pays for.
- *  - 8-bit products (backend_cpu_q8.c, cpu_matmul_q8): RG_FORM_FILE_Q8,
+ *  - 8-bit products (backend/cpu/q8/q8.c, cpu_matmul_q8): RG_FORM_FILE_Q8,
  *    x quantized to 8 bits per product, llama.cpp's arithmetic.
  *  - split products (the same file, cpu_matmul_split): a block-quantized
  *    weight nothing has updated, on a CPU with AMX-BF16; float32-exact,
@@ -25,8 +25,8 @@
  *    kernels) off.
  *
  * Everything else (norms, RoPE, elementwise ops) is OpenMP loops. Attention,
- * forward and backward, is in backend_cpu_attention.c; the other gradient and
- * optimizer operations are in backend_cpu_grad.c.
+ * forward and backward, is in backend/cpu/attention.c; the other gradient and
+ * optimizer operations are in backend/cpu/grad.c.
  *
  * Threads: every parallel region names its team size (num_threads) from
  * this backend's count, so two CPU backends with different counts coexist,
@@ -43,27 +43,16 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_internal.h"
 #include "util/error.h"
 
 /* ---------------------------------------------------------------- errors */
-
-/* Records the first failure of an operation (backend.h, "Errors"). */
-void cpu_fail(rg_backend *be, const char *fmt, ...) {
-  cpu_backend *c = cpu(be);
-  if (c->failed) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->error, sizeof c->error, fmt, ap);
-  va_end(ap);
-  c->failed = true;
-}
 
 static int cpu_status(rg_backend *be) {
   cpu_backend *c = cpu(be);
@@ -226,6 +215,12 @@ static int q8_prepare(rg_backend *be, rg_bweight *w) {
   return 0;
 }
 
+rg_cpu_scratch rg_cpu_scratch_for(int64_t cols) {
+  const size_t tile = (size_t)cols * TILE_MIN_ROWS;
+  return (rg_cpu_scratch){.tile_floats = tile > TILE_FLOATS ? tile : TILE_FLOATS,
+                          .panel_floats = cpu_panel_scratch_floats(cols)};
+}
+
 static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_form form) {
   const rg_dtype_info *info = rg_dtype_get(t->type);
   const char *name = t->name ? t->name : "(tensor)";
@@ -266,9 +261,9 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
      * block of its rows (cpu_matmul_skinny, cpu_matmul_panel) and the
      * panel products' transposed activations fit. */
     cpu_backend *c = cpu(be);
-    const size_t tile_floats = (size_t)cols * TILE_MIN_ROWS > TILE_FLOATS ? (size_t)cols * TILE_MIN_ROWS : TILE_FLOATS;
-    if (grow_scratch((void **)&c->tile, &c->tile_floats, tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
-        grow_scratch((void **)&c->panel_xt, &c->panel_xt_floats, cpu_panel_scratch_floats(cols), sizeof(float)) < 0) {
+    const rg_cpu_scratch need = rg_cpu_scratch_for(cols);
+    if (grow_scratch((void **)&c->tile, &c->tile_floats, need.tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
+        grow_scratch((void **)&c->panel_xt, &c->panel_xt_floats, need.panel_floats, sizeof(float)) < 0) {
       free(w);
       rg_error_set("%s: out of memory for the matmul scratch", name);
       return NULL;
@@ -446,32 +441,6 @@ static void cpu_rmsnorm(rg_backend *be, rg_buf *y, const rg_buf *x, const rg_bwe
     /* transformers: x * rsqrt(mean + eps) in float32, then weight * that. */
     float inv = (float)(1.0 / sqrt(ss / d + eps));
     for (int i = 0; i < d; i++) yr[i] = g[i] * (xr[i] * inv);
-  }
-}
-
-void cpu_rope_rotate(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim,
-                     const rg_buf *inv_freq_buf, bool adjacent, float sign) {
-  const int half = head_dim / 2, n_tokens = b->n;
-  const int *pos = b->pos;
-  const float *inv_freq = inv_freq_buf->data;
-  float *xd = x->data;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)n_tokens * n_heads * head_dim > PAR_MIN)
-  for (int t = 0; t < n_tokens; t++) {
-    float cs[RG_MAX_HEAD_DIM / 2], sn[RG_MAX_HEAD_DIM / 2];
-    for (int i = 0; i < half; i++) {
-      float ang = (float)pos[t] * inv_freq[i];
-      cs[i] = cosf(ang);
-      sn[i] = sign * sinf(ang);
-    }
-    for (int h = 0; h < n_heads; h++) {
-      float *v = xd + ((size_t)t * n_heads + h) * head_dim;
-      for (int i = 0; i < half; i++) {
-        int i0 = adjacent ? 2 * i : i, i1 = adjacent ? 2 * i + 1 : i + half;
-        float x0 = v[i0], x1 = v[i1];
-        v[i0] = x0 * cs[i] - x1 * sn[i];
-        v[i1] = x1 * cs[i] + x0 * sn[i];
-      }
-    }
   }
 }
 

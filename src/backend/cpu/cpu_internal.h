@@ -1,7 +1,7 @@
-/* backend_cpu_internal.h: what the CPU backend's files share (private to
- * backend_cpu.c, which holds the forward operations and the operation
- * table, backend_cpu_attention.c, attention and its gradient, and
- * backend_cpu_grad.c, the other gradient operations). */
+/* backend/cpu/cpu_internal.h: what the CPU backend's files share (private to
+ * backend/cpu/cpu.c, which holds the forward operations and the operation
+ * table, backend/cpu/attention.c, attention and its gradient, and
+ * backend/cpu/grad.c, the other gradient operations). */
 #ifndef RG_BACKEND_CPU_INTERNAL_H
 #define RG_BACKEND_CPU_INTERNAL_H
 
@@ -127,7 +127,7 @@ enum { TILE_MIN_ROWS = 16 };
  * was no faster than sgemm on a float32 copy. */
 enum { PANEL_MAX_M = 512 };
 
-/* backend_cpu_panel.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
+/* backend/cpu/panel.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
  * for M <= PANEL_MAX_M rows of x, W in its file dtype (w->f32 == NULL),
  * with c->panel_xt of at least cpu_panel_scratch_floats(cols) floats and
  * c->tile of TILE_MIN_ROWS rows per thread. */
@@ -135,12 +135,12 @@ size_t cpu_panel_scratch_floats(int64_t cols);
 void cpu_matmul_panel(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
                       float beta);
 
-/* backend_cpu_skinny.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
+/* backend/cpu/skinny.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
  * for M <= SKINNY_MAX_M rows of x, W in its file dtype (w->f32 == NULL). */
 void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
                        const rg_bweight *bias, float beta);
 
-/* backend_cpu_q8.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
+/* backend/cpu/q8/q8.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)
  * for any M, with the activations quantized to 8 bits (RG_FORM_FILE_Q8).
  * Only for weights whose cpu_q8_supported is true, with c->q8_scratch of
  * at least cpu_q8_scratch_bytes(cols, threads).
@@ -153,9 +153,9 @@ size_t cpu_q8_scratch_bytes(int64_t cols, int threads);
 void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
                    float beta);
 
-/* backend_cpu_q8.c, split products: y = x . W^T + bias (beta 0) or
+/* backend/cpu/q8/q8.c, split products: y = x . W^T + bias (beta 0) or
  * y += x . W^T (beta 1) in float32 on AMX-BF16 tiles, x cut into three
- * bf16 parts (backend_cpu_split_amx.c), for weights whose
+ * bf16 parts (backend/cpu/q8/split_amx.c), for weights whose
  * cpu_split_supported is true and c->q8_scratch of at least
  * cpu_split_scratch_bytes(cols, rows, threads). Every product of such a
  * weight runs here, whatever M: each row's result is then the same
@@ -173,22 +173,23 @@ bool cpu_split_supported(const cpu_backend *c, int type, int64_t cols);
 size_t cpu_split_scratch_bytes(int64_t cols, int64_t rows, int threads);
 void cpu_matmul_split(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
                       float beta);
-/* Records the first failure of an operation (backend.h, "Errors"). */
+/* backend/cpu/fail.c: records the first failure of an operation (backend.h,
+ * "Errors"). */
 void cpu_fail(rg_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Rotates x's pairs by sign * (float)pos[t] * inv_freq[i]: +1 is RoPE, -1
+/* backend/cpu/rope.c: rotates x's pairs by sign * (float)pos[t] * inv_freq[i]: +1 is RoPE, -1
  * its transpose (the backward of RoPE). */
 void cpu_rope_rotate(rg_backend *be, rg_buf *x, const rg_batch *b, int n_heads, int head_dim, const rg_buf *inv_freq,
                      bool adjacent, float sign);
 
-/* backend_cpu_attention.c: attention and its gradient. */
+/* backend/cpu/attention.c: attention and its gradient. */
 void cpu_attention(rg_backend *be, rg_buf *out, rg_buf *lse, const rg_buf *q, const rg_buf *k_cache,
                    const rg_buf *v_cache, const rg_attn_desc *a);
 void cpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,
                             const rg_buf *q, const rg_buf *out, const rg_buf *lse, const rg_buf *k_cache,
                             const rg_buf *v_cache, const rg_attn_desc *a);
 
-/* backend_cpu_grad.c: the gradient entries of the operation table. */
+/* backend/cpu/grad.c: the gradient entries of the operation table. */
 void cpu_buf_zero(rg_backend *be, rg_buf *b, size_t offset, size_t n);
 void cpu_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width);
 void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, const rg_buf *dy, const rg_buf *x,

@@ -1,9 +1,9 @@
-/* backend_cpu_grad.c: the CPU backend's gradient and optimizer operations
+/* backend/cpu/grad.c: the CPU backend's gradient and optimizer operations
  * (backend.h, "gradients" and "training"). Matrix products are cblas_sgemm with beta = 1, so they add
  * into the gradients; the rest are OpenMP loops. Work is split so that no
  * two threads ever add into the same float: matmul's dx by column slices
  * and dw by row slices, rmsnorm's dw by columns (attention's backward is in
- * backend_cpu_attention.c). */
+ * backend/cpu/attention.c). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-/* backend_cpu_panel.c: float32 products of a prompt's rows (more than
+/* backend/cpu/panel.c: float32 products of a prompt's rows (more than
  * SKINNY_MAX_M, at most PANEL_MAX_M) with a weight kept in its file dtype,
  * as register-blocked outer products on its rows decoded where they lie.
  *
@@ -8,7 +8,7 @@
  * prefill in sgemm_incopy, the weight's copy, and the dequantized tiles
  * sgemm read were written and read again through the caches. Here the
  * weight's rows are decoded a register block at a time from the file's
- * blocks into a scratch that stays in L1/L2 (as backend_cpu_skinny.c does),
+ * blocks into a scratch that stays in L1/L2 (as backend/cpu/skinny.c does),
  * and x, read by every block of the weight, is the one operand rearranged:
  * once per product, into blocks of XB rows transposed to [K][XB], shared by
  * the team.

@@ -1,4 +1,4 @@
-/* backend_cpu_skinny.c: matrix products with few activation rows (decode
+/* backend/cpu/skinny.c: matrix products with few activation rows (decode
  * steps, small batches) on weights kept in their file dtype.
  *
  * A decode step reads every weight once per token, so it is bound by memory
@@ -11,7 +11,7 @@
  * traffic is the file's bytes.
  *
  * The activations stay float32: llama.cpp quantizes them to int8 per block
- * for integer dot products (as backend_cpu_q8.c does for RG_FORM_FILE_Q8
+ * for integer dot products (as backend/cpu/q8/q8.c does for RG_FORM_FILE_Q8
  * weights), which changes results by the activations' rounding; here the result differs from the sgemm path only by the order of
  * the additions (tests/test_backend.c bounds it).
  *

@@ -1,6 +1,6 @@
-/* backend_gpu_attention.cu: the GPU backend's attention, forward and
+/* backend/gpu/attention.cu: the GPU backend's attention, forward and
  * backward, tiled as FlashAttention-2 (Dao 2023, arXiv 2307.08691,
- * algorithms 1 and 2), the same mathematics as backend_cpu_attention.c.
+ * algorithms 1 and 2), the same mathematics as backend/cpu/attention.c.
  *
  * A block of threads takes up to BQ tokens of one sequence (the batch's
  * walk, gpu_batch: each sequence's tokens in batch order) and one KV head,

@@ -1,4 +1,4 @@
-/* backend_gpu_gemm.cu: the GPU backend's matrix products (backend.h
+/* backend/gpu/gemm.cu: the GPU backend's matrix products (backend.h
  * rg_op_matmul, rg_op_matmul_add, rg_op_matmul_backward).
  *
  * Row-major products are column-major ones transposed: y[M, N] = x W^T is

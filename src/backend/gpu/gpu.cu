@@ -1,9 +1,9 @@
-/* backend_gpu.cu: the GPU backend's table, errors, memory, batches and
+/* backend/gpu/gpu.cu: the GPU backend's table, status, buffers, batches and
  * weights (backend.h), for CUDA (nvcc) and, from the same source, HIP
  * (hipcc, or HIP-CPU on the host: gpu_vendor.h). The operations are in
- * backend_gpu_gemm.cu, backend_gpu_ops.cu and backend_gpu_attention.cu;
- * backend_gpu_internal.h says how memory and weights are kept. */
-#include <stdarg.h>
+ * backend/gpu/gemm.cu, backend/gpu/ops.cu and backend/gpu/attention.cu, the
+ * helpers they and this file call in backend/gpu/support.cu;
+ * backend/gpu/gpu_internal.h says how memory and weights are kept. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,27 +11,6 @@
 #include "backend/gpu/gpu_internal.h"
 
 /* ---------------------------------------------------------------- errors */
-
-void gpu_fail(rg_backend *be, const char *fmt, ...) {
-  gpu_backend *g = gpu(be);
-  if (g->failed) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g->error, sizeof g->error, fmt, ap);
-  va_end(ap);
-  g->failed = true;
-}
-
-int gpu_ok(rg_backend *be, cudaError_t e, const char *what) {
-  if (e != cudaSuccess) gpu_fail(be, "%s: %s", what, cudaGetErrorString(e));
-  return e == cudaSuccess ? 0 : -1;
-}
-
-int gpu_check(rg_backend *be, const char *what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) gpu_fail(be, "%s: %s", what, cudaGetErrorString(e));
-  return gpu(be)->failed ? -1 : 0;
-}
 
 /* Waits for the stream; returns the first failure (and clears it). */
 static int gpu_status(rg_backend *be) {
@@ -44,33 +23,6 @@ static int gpu_status(rg_backend *be) {
 }
 
 /* ---------------------------------------------------------------- memory */
-
-void *gpu_scratch(rg_backend *be, size_t bytes) {
-  gpu_backend *g = gpu(be);
-  if (bytes <= g->scratch_bytes) return g->scratch;
-  (void)cudaStreamSynchronize(g->stream); /* queued work may still read the old scratch */
-  (void)cudaFree(g->scratch);
-  g->scratch = NULL;
-  g->scratch_bytes = 0;
-  const size_t grown = bytes + bytes / 2;
-  if (cudaMalloc((void **)&g->scratch, grown) != cudaSuccess) {
-    (void)cudaGetLastError();
-    gpu_fail(be, "out of device memory for %zu bytes of scratch", grown);
-    return NULL;
-  }
-  g->scratch_bytes = grown;
-  return g->scratch;
-}
-
-/* CUDA's async copy from pageable memory returns once it has read the
- * host array; HIP promises that only for pinned memory (HIP-CPU reads it
- * when the stream runs), so on HIP an upload waits for its copy. */
-void gpu_upload(rg_backend *be, void *dst, const void *src, size_t bytes) {
-  if (bytes > 0) gpu_ok(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, gpu(be)->stream), "upload");
-#if defined(RG_GPU_HIP) || defined(RG_GPU_HIP_CPU)
-  gpu_ok(be, cudaStreamSynchronize(gpu(be)->stream), "upload");
-#endif
-}
 
 static rg_buf *gpu_buf_new(rg_backend *be, size_t n) {
   rg_buf *b = (rg_buf *)calloc(1, sizeof *b);
@@ -398,9 +350,10 @@ extern "C" int rg_gpu_device_info(int i, char *name, size_t name_len, size_t *by
 }
 
 /* opts->name is "cuda", "cuda-tiled" or "hip", and with ":N" the N-th
- * device. */
+ * device; NULL is this build's GPU backend on device 0 (rg_backend_new
+ * passes the name it resolved, REFGEO_DEVICE included). */
 extern "C" rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts) {
-  const char *name = opts && opts->name ? opts->name : rg_backend_default_name();
+  const char *name = opts && opts->name ? opts->name : rg_gpu_backend_name();
   const char *colon = strchr(name, ':');
   const int device = colon ? atoi(colon + 1) : 0, count = rg_gpu_device_count();
   if (device < 0 || device >= count) {

@@ -1,7 +1,7 @@
-/* backend_gpu_internal.h: what the GPU backend's files share (backend_gpu.cu
- * is the table and the memory; backend_gpu_gemm.cu the matrix products;
- * backend_gpu_ops.cu the elementwise, loss and optimizer operations;
- * backend_gpu_attention.cu attention forward and backward).
+/* backend/gpu/gpu_internal.h: what the GPU backend's files share (backend/gpu/gpu.cu
+ * is the table and the memory; backend/gpu/gemm.cu the matrix products;
+ * backend/gpu/ops.cu the elementwise, loss and optimizer operations;
+ * backend/gpu/attention.cu attention forward and backward).
  *
  * Memory: every rg_buf, batch array and weight lives on the device. All
  * work goes to one stream in call order, so an operation may reuse a
@@ -119,9 +119,9 @@ template <typename T> __device__ static inline T gpu_block_max(T v, T *sh) {
   return r;
 }
 
-/* backend_gpu_gemm.cu */
+/* backend/gpu/gemm.cu */
 #ifdef RG_GPU_CUBLAS
-/* Opens cuBLAS (at run time: backend_gpu_gemm.cu says why) and makes the
+/* Opens cuBLAS (at run time: backend/gpu/gemm.cu says why) and makes the
  * backend's handle on its stream, unless the backend is "cuda-tiled".
  * 0, or -1 with the error set. */
 int gpu_blas_init(rg_backend *be);
@@ -138,7 +138,7 @@ void gpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, 
 void gpu_gemm_tiled(rg_backend *be, float *c, int ldc, const float *a, long am, long ak, const float *b,
                     const uint16_t *b16, long bk, long bn, int M, int N, int K, float beta);
 
-/* backend_gpu_ops.cu */
+/* backend/gpu/ops.cu */
 void gpu_gather_rows(rg_backend *be, rg_buf *dst, const rg_buf *src, const int *rows, int n, int width);
 void gpu_gather_rows_backward(rg_backend *be, rg_buf *dsrc, const rg_buf *ddst, const int *rows, int n, int width);
 void gpu_embed(rg_backend *be, rg_buf *out, const rg_bweight *w, const rg_batch *b);
@@ -168,7 +168,7 @@ void gpu_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dlogits, const rg_
 int gpu_sum_squares(rg_backend *be, const rg_buf *b, double *out);
 void gpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st);
 
-/* backend_gpu_attention.cu */
+/* backend/gpu/attention.cu */
 void gpu_attention(rg_backend *be, rg_buf *out, rg_buf *lse, const rg_buf *q, const rg_buf *k_cache,
                    const rg_buf *v_cache, const rg_attn_desc *a);
 void gpu_attention_backward(rg_backend *be, rg_buf *dq, rg_buf *dk_cache, rg_buf *dv_cache, const rg_buf *dy,

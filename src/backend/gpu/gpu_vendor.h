@@ -69,7 +69,7 @@ static inline unsigned rg_float_as_uint(float f) {
     kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__);   \
   } while (0)
 #define RG_GPU_VENDOR_NAME "cuda"
-#define RG_GPU_CUBLAS 1 /* matrix products through cuBLAS (HIP builds: the own kernel, backend_gpu_gemm.cu) */
+#define RG_GPU_CUBLAS 1 /* matrix products through cuBLAS (HIP builds: the own kernel, backend/gpu/gemm.cu) */
 #endif
 
 #if !defined(RG_GPU_HIP_CPU)

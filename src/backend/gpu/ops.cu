@@ -1,6 +1,6 @@
-/* backend_gpu_ops.cu: the GPU backend's elementwise, row, loss and
+/* backend/gpu/ops.cu: the GPU backend's elementwise, row, loss and
  * optimizer operations, forward and backward (backend.h). Each follows the
- * CPU backend's formula (backend_cpu.c, backend_cpu_grad.c) in the same
+ * CPU backend's formula (backend/cpu/cpu.c, backend/cpu/grad.c) in the same
  * precision: row sums of squares and dot products in double, the softmax's
  * terms as float expf summed in double.
  *
@@ -310,7 +310,7 @@ __global__ static void cross_entropy_kernel(float *losses, float *dlogits, const
   if (threadIdx.x == 0) g[y] -= scale[r];
 }
 
-/* backend_cpu_grad.c's cpu_unlikelihood gives the formulas. */
+/* backend/cpu/grad.c's cpu_unlikelihood gives the formulas. */
 __global__ static void unlikelihood_kernel(float *losses, float *dlogits, const float *logits, const int32_t *targets,
                                            const float *scale, int vocab, float log_p_min) {
   __shared__ float shf[GPU_THREADS];

@@ -1,15 +1,15 @@
-/* backend_cpu_q8_amx.c: the 8-bit products' panel kernel on AMX (Intel
+/* backend/cpu/q8/amx.c: the 8-bit products' panel kernel on AMX (Intel
  * Sapphire Rapids and later: tile registers and TDPBSUD). The AVX-512
  * kernels' weight decoders and activation quantizer are reused as they are
- * (the table q8_kernels_amx is in backend_cpu_q8_avx512.c); only the
- * multiplication differs.
+ * (the table q8_kernels_amx is in backend/cpu/q8/avx512.c, which calls this
+ * file and never the other way round); only the multiplication differs.
  *
  * Why: on AVX-512 VNNI, 8 vpdpbusd and 8 broadcasts produce one activation
  * row's sums for one sub-block of 32 (512 multiply-adds each), and that
  * loop was half of a screened GCG step (`attack --screen`). One TDPBSUD
  * computes the same int32 sums for 16 activation rows x 16 weight rows x
  * 32 elements at once: tile A holds the rows' 32 signed bytes, tile B the
- * decoded panel's sub-block, whose layout (backend_cpu_q8_internal.h:
+ * decoded panel's sub-block, whose layout (backend/cpu/q8/q8_internal.h:
  * register j holds elements 4j..4j+3 of every row, row r in word r) is
  * exactly the VNNI layout TDPBSUD reads for B, so no repacking is needed.
  * What remains per sub-block is the float scaling of each row's 16 sums.
@@ -25,7 +25,7 @@
  * that fails (an older kernel, or a hypervisor that hides the state) the
  * AVX-512 kernels run instead. Each thread loads a tile configuration for
  * the shape it multiplies (rows M, sub-block G) and keeps it loaded until
- * another shape comes; the split products (backend_cpu_split_amx.c) load
+ * another shape comes; the split products (backend/cpu/q8/split_amx.c) load
  * theirs through the same record, and nothing else touches the tiles. */
 #include <cpuid.h>
 #include <immintrin.h>
@@ -42,11 +42,6 @@
 /* Linux's arch_prctl request for the tile data state (asm/prctl.h, x86
  * xstate component 18), spelt out for older headers. */
 enum { ARCH_REQ_XCOMP_PERM_ = 0x1023, XFEATURE_XTILEDATA_ = 18 };
-
-/* Below this many activation rows a tile multiply does less work than
- * VNNI's broadcasts, which are then cheaper: a decode step's product goes
- * to the AVX-512 kernel (the same bits). */
-enum { AMX_MIN_ROWS = 4 };
 
 /* The tiles: two pairs of sub-blocks' sums (C), and one pair's activations
  * (A) and weights (B). Tile numbers are immediates in the instructions. */
@@ -83,7 +78,7 @@ AMX_TARGET static void configure_tiles(int M, int group) {
 }
 
 /* Sub-block S's sums of the M rows (sums[16 m + r]) scaled into acc[m], as
- * panel_dots_of in backend_cpu_q8_avx512.c does; the rows' o * qsum and
+ * panel_dots_of in backend/cpu/q8/avx512.c does; the rows' o * qsum and
  * dx * qsum come made (q8_acts), so that each row is 4 or 5 vector
  * operations with their scalars broadcast from memory. */
 AMX_TARGET static inline __attribute__((always_inline)) void scale_sums(int group, int offset, bool bias,
@@ -165,12 +160,8 @@ AMX_TARGET static inline __attribute__((always_inline)) void tile_dots_of(int gr
   for (int m = 0; m < M; m++) _mm512_storeu_ps(out + Q8_PANEL * m, acc[m]);
 }
 
-AMX_TARGET void q8_amx_panel_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm,
-                                  const q8_acts *x, int K, int M, float *out) {
-  if (M < AMX_MIN_ROWS) {
-    q8_kernels_avx512.panel_dots(f, wt, wd, wm, x, K, M, out);
-    return;
-  }
+AMX_TARGET void q8_amx_tile_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm,
+                                 const q8_acts *x, int K, int M, float *out) {
 #define DOTS(G, O, B)                                                                                                  \
   if (f->group == (G) && f->offset == (O) && f->bias == (B)) {                                                         \
     if (M == Q8_XROWS)                                                                                                 \
@@ -184,16 +175,16 @@ AMX_TARGET void q8_amx_panel_dots(const q8_format *f, const uint8_t *wt, const f
   tile_dots_of(f->group, f->offset, f->bias, wt, wd, wm, x, K, M, out);
 }
 
-/* CPUID leaf 7's AMX-TILE and AMX-INT8 bits, the AVX-512 kernels (which
- * this one uses for its scaling and small products), and the kernel's
- * permission. Asked once, as the other kernels' cpu_has. */
-bool q8_amx_cpu_has(void) {
+/* CPUID leaf 7's AMX-TILE and AMX-INT8 bits and the kernel's permission
+ * (the AVX-512 kernels, which these use for their scaling, are asked by
+ * q8_amx_cpu_has). Asked once, as the other kernels' cpu_has. */
+bool q8_amx_tiles_usable(void) {
   static int known = -1;
   int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
   if (v < 0) {
     unsigned a, b, c, d;
     v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1) &&
-        q8_kernels_avx512.cpu_has() && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA_) == 0;
+        syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA_) == 0;
     __atomic_store_n(&known, v, __ATOMIC_RELAXED);
   }
   return v;

@@ -1,5 +1,5 @@
-/* backend_cpu_q8_avx2.c: the 8-bit products' kernels for AVX2 (q8_kernels,
- * backend_cpu_q8_internal.h), for CPUs without AVX-512 VNNI. A 512-bit
+/* backend/cpu/q8/avx2.c: the 8-bit products' kernels for AVX2 (q8_kernels,
+ * backend/cpu/q8/q8_internal.h), for CPUs without AVX-512 VNNI. A 512-bit
  * vector of the shared decoders is two 256-bit halves: rows 0-7 and rows
  * 8-15 of a panel, so the decoded bytes are the AVX-512 kernels' own.
  *

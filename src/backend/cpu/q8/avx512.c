@@ -1,5 +1,5 @@
-/* backend_cpu_q8_avx512.c: the 8-bit products' kernels for AVX-512 with
- * VNNI (q8_kernels, backend_cpu_q8_internal.h). One vpdpbusd multiplies
+/* backend/cpu/q8/avx512.c: the 8-bit products' kernels for AVX-512 with
+ * VNNI (q8_kernels, backend/cpu/q8/q8_internal.h). One vpdpbusd multiplies
  * the 16 rows of a decoded panel register by 4 broadcast activation bytes,
  * accumulating in int32; the panel's 16 registers of a 64-column chunk
  * stay in zmm registers while up to 16 activation rows pass over them. */
@@ -136,5 +136,16 @@ static bool cpu_has(void) {
 
 const q8_kernels q8_kernels_avx512 = {"avx512", Q8_UNPACKERS, quantize_block, panel_dots, cpu_has};
 /* AMX's tiles multiply what these decoders and this quantizer produce
- * (backend_cpu_q8_amx.c). */
-const q8_kernels q8_kernels_amx = {"amx", Q8_UNPACKERS, quantize_block, q8_amx_panel_dots, q8_amx_cpu_has};
+ * (backend/cpu/q8/amx.c), for panels of at least Q8_AMX_MIN_ROWS rows; fewer
+ * rows run this file's panel_dots. */
+static void amx_panel_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm, const q8_acts *x,
+                           int K, int M, float *out) {
+  if (M < Q8_AMX_MIN_ROWS)
+    panel_dots(f, wt, wd, wm, x, K, M, out);
+  else
+    q8_amx_tile_dots(f, wt, wd, wm, x, K, M, out);
+}
+
+bool q8_amx_cpu_has(void) { return cpu_has() && q8_amx_tiles_usable(); }
+
+const q8_kernels q8_kernels_amx = {"amx", Q8_UNPACKERS, quantize_block, amx_panel_dots, q8_amx_cpu_has};

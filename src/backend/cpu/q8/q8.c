@@ -1,12 +1,12 @@
-/* backend_cpu_q8.c: matrix products on block-quantized weights with the
+/* backend/cpu/q8/q8.c: matrix products on block-quantized weights with the
  * activations quantized to 8 bits and integer dot products: the arithmetic
  * llama.cpp runs prompts and decode steps with. Weights of
  * the RG_FORM_FILE_Q8 form take this path (backend.h); RG_FORM_FILE's
- * skinny path (backend_cpu_skinny.c) keeps float32 activations. This file
+ * skinny path (backend/cpu/skinny.c) keeps float32 activations. This file
  * holds the formats, the dispatch and the threads; the kernels are per
- * instruction set (backend_cpu_q8_internal.h).
+ * instruction set (backend/cpu/q8/q8_internal.h).
  *
- * Why: a decode step reads every weight once, and backend_cpu_skinny.c
+ * Why: a decode step reads every weight once, and backend/cpu/skinny.c
  * spends about 5 instructions per weight converting the blocks to float32
  * and multiplying them; on Qwen2.5-0.5B that made a batch-1 step compute
  * bound at half of llama.cpp's speed. Here one VNNI instruction (vpdpbusd)
@@ -47,7 +47,7 @@
  * kernels. Without kernels, and for other dtypes or rows not a multiple of
  * 64 long, RG_FORM_FILE_Q8 weights take the float32 skinny path. Float32,
  * f16 and bf16 matrices are quantized to q8_0 once, when the weight is made
- * (backend_cpu.c), so that their products run here too. */
+ * (backend/cpu/cpu.c), so that their products run here too. */
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
-/* backend_cpu_q8_internal.h: what the 8-bit products' driver
- * (backend_cpu_q8.c: formats, dispatch, threads) shares with its kernels,
- * one file per instruction set (backend_cpu_q8_avx512.c,
- * backend_cpu_q8_avx2.c), whose weight decoders are written once in
- * backend_cpu_q8_unpack.h. Private to the CPU backend. */
+/* backend/cpu/q8/q8_internal.h: what the 8-bit products' driver
+ * (backend/cpu/q8/q8.c: formats, dispatch, threads) shares with its kernels,
+ * one file per instruction set (backend/cpu/q8/avx512.c,
+ * backend/cpu/q8/avx2.c), whose weight decoders are written once in
+ * backend/cpu/q8/unpack.h. Private to the CPU backend. */
 #ifndef RG_BACKEND_CPU_Q8_INTERNAL_H
 #define RG_BACKEND_CPU_Q8_INTERNAL_H
 
@@ -80,7 +80,7 @@ typedef void (*q8_unpack_fn)(const uint8_t *rows, size_t row_bytes, int K, uint8
 
 /* One instruction set's kernels. All give bitwise the same results: the
  * integer sums are exact, and the float operations are the same ones in
- * the same order (backend_cpu_q8.c). */
+ * the same order (backend/cpu/q8/q8.c). */
 typedef struct q8_kernels {
   const char *name; /* "amx", "avx512", "avx2": REFGEO_MAX_ISA's values */
   q8_unpack_fn unpack[Q8_FORMATS];
@@ -96,10 +96,19 @@ typedef struct q8_kernels {
 
 extern const q8_kernels q8_kernels_amx, q8_kernels_avx512, q8_kernels_avx2;
 
-/* AMX's multiplication and test (backend_cpu_q8_amx.c); its decoders and
- * quantizer are the AVX-512 kernels', whose file holds q8_kernels_amx. */
-void q8_amx_panel_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm, const q8_acts *x,
-                       int K, int M, float *out);
+/* AMX's multiplication and test (backend/cpu/q8/amx.c); its decoders and
+ * quantizer are the AVX-512 kernels', whose file (backend/cpu/q8/avx512.c)
+ * holds q8_kernels_amx and calls these. q8_amx_tile_dots takes panels of
+ * at least Q8_AMX_MIN_ROWS rows; q8_amx_tiles_usable tells whether the CPU
+ * has the tiles and the kernel grants them; q8_amx_cpu_has (avx512.c) whether
+ * the AVX-512 kernels run too, i.e. whether q8_kernels_amx does. */
+/* Below this many activation rows a tile multiply does less work than
+ * VNNI's broadcasts, which are then cheaper: a decode step's product goes
+ * to the AVX-512 kernel (the same bits). */
+enum { Q8_AMX_MIN_ROWS = 4 };
+void q8_amx_tile_dots(const q8_format *f, const uint8_t *wt, const float *wd, const float *wm, const q8_acts *x,
+                      int K, int M, float *out);
+bool q8_amx_tiles_usable(void);
 bool q8_amx_cpu_has(void);
 
 /* LDTILECFG's 64-byte operand (palette 1). */
@@ -116,7 +125,7 @@ enum { AMX_SHAPE_SPLIT = 1 << 12 };
 bool amx_tiles_loaded(int shape);
 void amx_tiles_load(int shape, const amx_tile_config *cfg);
 
-/* The split products' operands (backend_cpu_split_amx.c): two decoded
+/* The split products' operands (backend/cpu/q8/split_amx.c): two decoded
  * weight panels (rows r0..r0+15 and r0+16..r0+31) as bf16 B tiles with
  * their scales and biases, and 32 activation rows cut into bf16 parts. */
 typedef struct {

@@ -1,5 +1,5 @@
-/* backend_cpu_split_amx.c: the kernels of the split products
- * (backend_cpu_q8.c, cpu_matmul_split): float32-exact products of float32
+/* backend/cpu/q8/split_amx.c: the kernels of the split products
+ * (backend/cpu/q8/q8.c, cpu_matmul_split): float32-exact products of float32
  * activations with block-quantized weights on AMX-BF16 tiles.
  *
  * Why: a prompt's products on a small model's float32 copy run at
@@ -24,7 +24,7 @@
  *  - activations, per group of 16 rows: per sub-block s and part p (h, m,
  *    l) a 16 x G bf16 tile, row r at ((s * 3 + p) * 16 + r) * G; so each
  *    tile load reads contiguous bytes. Σx per row and block of 32 beside.
- *  - a decoded weight panel (backend_cpu_q8_internal.h: register j holds
+ *  - a decoded weight panel (backend/cpu/q8/q8_internal.h: register j holds
  *    elements 4j..4j+3 of 16 rows) becomes the B tiles of TDPBF16PS:
  *    bf16 row i holds elements 2i and 2i+1 of the 16 weight rows, (u - o)
  *    in pairs; sub-block s starts at row s G / 2.

@@ -1,5 +1,5 @@
-/* backend_cpu_q8_unpack.h: the weight decoders of the 8-bit products
- * (q8_unpack_fn, backend_cpu_q8_internal.h), written once over a 512-bit
+/* backend/cpu/q8/unpack.h: the weight decoders of the 8-bit products
+ * (q8_unpack_fn, backend/cpu/q8/q8_internal.h), written once over a 512-bit
  * vector of 16 32-bit lanes, one weight row per lane. Included by each
  * instruction set's kernel file, which first defines:
  *
@@ -20,18 +20,12 @@
  * instruction set writes the same bytes (the layout is fixed by
  * q8_unpack_fn). */
 #ifndef Q8_TARGET
-#error "define Q8_TARGET and the vector operations before including backend_cpu_q8_unpack.h"
+#error "define Q8_TARGET and the vector operations before including backend/cpu/q8/unpack.h"
 #endif
 
 #include <string.h>
 
 #include "tensor/dequant_simd.h"
-
-Q8_TARGET static inline float f16(const uint8_t *p) {
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
 
 /* Bytes p..p+15 of the 16 rows transposed by 32-bit words: out[j] holds
  * bytes 4j..4j+3 of row r in lane r (each 128-bit lane's 4 x 4 words
@@ -147,7 +141,7 @@ Q8_TARGET static void unpack_q4_k(const uint8_t *x, size_t rb, int K, uint8_t *w
     q8_prefetch_step(pf);
     for (int r = 0; r < 16; r++) {
       const uint8_t *row = x + (size_t)r * rb;
-      const float d = f16(row), dmin = f16(row + 2);
+      const float d = rg_f16c_load(row), dmin = rg_f16c_load(row + 2);
       for (int s = 0; s < 8; s++) {
         uint8_t sc, m;
         scale_min_k4(s, row + 4, &sc, &m);
@@ -179,7 +173,7 @@ Q8_TARGET static void unpack_q6_k(const uint8_t *x, size_t rb, int K, uint8_t *w
     q8_prefetch_step(pf);
     for (int r = 0; r < 16; r++) {
       const uint8_t *row = x + (size_t)r * rb;
-      const float d = f16(row + 208);
+      const float d = rg_f16c_load(row + 208);
       for (int s = 0; s < 16; s++) wd[16 * (16 * b + s) + r] = d * ((const int8_t *)(row + 192))[s];
     }
     for (int half = 0; half < 2; half++)
