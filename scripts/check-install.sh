@@ -25,7 +25,7 @@ capture_from() {
   (cd "$dir" && "$exe" capture "$MODEL" --out acts.h5 --n-train 2 --n-val 2 --threads 2 --json >out.json 2>err.txt) ||
     { echo "check-install: $label: capture failed:" >&2; cat "$dir/err.txt" >&2; exit 1; }
   [ -s "$dir/acts.h5" ] || { echo "check-install: $label: no acts.h5" >&2; exit 1; }
-  echo "check-install: $label ran capture from $dir: $(cat "$dir/out.json")"
+  echo "check-install: $label ran capture from $dir: $(tr -d "\n\t" <"$dir/out.json")"
 }
 
 prefix="$work/prefix"
