@@ -1,3 +1,4 @@
+/* testlib.c: helpers shared by the cmocka tests (testlib.h). */
 #include "testlib.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* cli.c: the flag parser and output helpers shared by the subcommands (cli.h). */
 #include "cli.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* gcg.c: Greedy Coordinate Gradient (Zou et al. 2023) as HarmBench runs it (gcg.h). */
 #include "adv_ft/gcg.h"
 
 #include <math.h>

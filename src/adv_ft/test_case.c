@@ -1,3 +1,4 @@
+/* test_case.c: a GCG test case as token ids, laid out for GCG and R2D2 (test_case.h). */
 #include "adv_ft/test_case.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* trainer.c: R2D2 adversarial fine-tuning on refgeo's engine (trainer.h). */
 #include "adv_ft/trainer.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* context_len.c: the positions a prompt and its generation need, checked against the model (context_len.h). */
 #include "engine/context_len.h"
 
 #include "util/error.h"

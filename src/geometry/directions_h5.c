@@ -1,3 +1,4 @@
+/* directions_h5.c: the refusal directions file of `refgeo geometry`, written and looked up (directions_h5.h). */
 #include "geometry/directions_h5.h"
 
 #include <hdf5.h>

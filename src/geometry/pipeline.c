@@ -1,3 +1,4 @@
+/* pipeline.c: the per-checkpoint refusal-geometry computation behind `refgeo geometry` (pipeline.h). */
 #include "geometry/pipeline.h"
 
 #include <math.h>
@@ -70,7 +71,8 @@ static void rows_to_double(const run_state *st, const float *acts, int n, int l,
 
 static rg_spectrum_measures nan_spectrum(void) { return (rg_spectrum_measures){NAN, NAN, NAN}; }
 
-/* Reads both train splits of STEP and fills cur (directions) and DM. */
+/* Reads both train splits of STEP into *harm and *harmless and adds them to
+ * DM (made on first use); run_step turns DM into the directions (st->cur). */
 static int load_train(run_state *st, long step, float **harm, int *nh, float **harmless, int *nl, rg_diff_means **dm) {
   int pos_h = 0, pos_l = 0;
   if (rg_acts_read_site(st->rd, step, "harmful_train", RG_HOOK_RESID_PRE, harm, nh, &pos_h) < 0 ||

@@ -1,3 +1,4 @@
+/* scores.c: refusal_direction's three candidate scores, computed with the engine (scores.h). */
 #include "geometry/scores.h"
 
 #include <math.h>

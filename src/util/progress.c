@@ -1,3 +1,4 @@
+/* progress.c: a progress bar with rate and time left (progress.h). */
 #include "util/progress.h"
 
 #include <stdarg.h>

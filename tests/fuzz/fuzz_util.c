@@ -1,3 +1,4 @@
+/* fuzz_util.c: what every libFuzzer harness of tests/fuzz/ shares (fuzz_util.h). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "fuzz_util.h"
 
