@@ -551,11 +551,7 @@ int cmd_asr(int argc, char **argv) {
       if (run_step(&job, &series->items[i], summary, NULL) < 0) goto end;
   }
   if (write_summary(out_dir, summary) < 0) goto end;
-  if (json) {
-    char *s = cJSON_Print(summary);
-    if (s) printf("%s\n", s);
-    free(s);
-  }
+  if (json && cli_print_json(cJSON_Duplicate(summary, true)) < 0) goto end;
   status = 0;
 end:
   if (status) cli_fail();

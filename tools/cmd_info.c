@@ -140,12 +140,12 @@ static int print_devices(bool json) {
   if (!list) return cli_fail();
   if (json) {
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddItemToObject(r, "devices", list);
-    char *text = cJSON_Print(r);
-    printf("%s\n", text);
-    free(text);
-    cJSON_Delete(r);
-    return 0;
+    if (!r || !cJSON_AddItemToObject(r, "devices", list)) {
+      cJSON_Delete(r);
+      cJSON_Delete(list);
+      r = NULL;
+    }
+    return cli_print_json(r) < 0 ? cli_fail() : 0;
   }
   const cJSON *d;
   cJSON_ArrayForEach(d, list) {
@@ -195,13 +195,8 @@ int cmd_info(int argc, char **argv) {
   if (!m) return cli_fail();
   cJSON *report = build_report(m);
   rg_model_free(m);
-  if (json) {
-    char *text = cJSON_Print(report);
-    printf("%s\n", text);
-    free(text);
-  } else {
-    print_table(report, "");
-  }
+  if (json) return cli_print_json(report) < 0 ? cli_fail() : 0;
+  print_table(report, "");
   cJSON_Delete(report);
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "engine/hf_write.h"
 #include "model/prompt_encode.h"
 #include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -719,12 +720,6 @@ static int sum_over_groups(rg_comm *dp, update_sums *u) {
   return 0;
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double learning_rate(const rg_trainer *t) {
   const rg_train_config *c = &t->cfg;
   if (strcmp(c->schedule, "constant") == 0)
@@ -734,7 +729,7 @@ static double learning_rate(const rg_trainer *t) {
 
 static int one_update(rg_trainer *t, rg_progress *progress) {
   const rg_train_config *c = &t->cfg;
-  const double t0 = now_seconds();
+  const double t0 = rg_now_seconds();
   update_sums u = {0};
   rg_grads_zero(t->g);
   /* HarmBench resets at the top of micro-step reset_every * grad_accum - 1
@@ -751,7 +746,7 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
   if (rg_optimizer_step(t->opt, lr, c->clip, &norm) < 0) return -1;
   rg_fault_point("optimizer"); /* tests: a kill with the weights updated, nothing saved */
   t->step++;
-  const double secs = now_seconds() - t0, a = (double)c->grad_accum;
+  const double secs = rg_now_seconds() - t0, a = (double)c->grad_accum;
   const log_row r = {{[COL_STEP] = (double)t->step, [COL_LR] = lr, [COL_LOSS_TOTAL] = u.total / a,
                       [COL_LOSS_UTILITY] = u.utility / a, [COL_LOSS_AWAY] = u.away / a,
                       [COL_LOSS_TOWARD] = u.toward / a, [COL_GRAD_NORM] = norm,

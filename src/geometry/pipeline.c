@@ -15,6 +15,7 @@
 #include "geometry/scores.h"
 #include "geometry/spectrum.h"
 #include "model/model.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/progress.h"
@@ -32,7 +33,7 @@ typedef struct {
   const rg_checkpoint_series *series;
   rg_acts_reader *rd;
   int L, d, n_pos, lo, hi;
-  struct timespec t0;
+  double t0; /* rg_now_seconds at the start */
   char *geo_path, *car_path, *mig_path, *dir_path;
   rg_geometry_row *geo; /* [n_steps * L * n_pos] */
   char (*hooks)[HOOK_NAME_LEN];
@@ -47,11 +48,7 @@ typedef struct {
   int have_best0;             /* 0 when step 0 had no admissible carrier */
 } run_state;
 
-static double elapsed(const run_state *st) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)(t.tv_sec - st->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - st->t0.tv_nsec);
-}
+static double elapsed(const run_state *st) { return rg_now_seconds() - st->t0; }
 
 static double *dir_at(const run_state *st, double *dirs, int pi, int l) {
   return dirs + ((size_t)pi * st->L + l) * st->d;
@@ -342,7 +339,7 @@ end:
 int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, const char *out_dir,
                     const rg_geometry_opts *o) {
   run_state st = {.o = o, .series = series};
-  clock_gettime(CLOCK_MONOTONIC, &st.t0);
+  st.t0 = rg_now_seconds();
   int rc = -1;
   if (!series || series->n < 1 || series->items[0].step != 0) {
     rg_error_set("geometry: the checkpoint series must start at step 0");

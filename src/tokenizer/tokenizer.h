@@ -35,6 +35,13 @@ rg_tokenizer *rg_tokenizer_from_gguf(const rg_gguf *g);
 rg_tokenizer *rg_tokenizer_from_json(const char *tokenizer_json, const char *tokenizer_config);
 rg_tokenizer *rg_tokenizer_from_json_for_model(const char *tokenizer_json, const char *tokenizer_config,
                                                int model_vocab);
+/* A byte-level BPE tokenizer without merges, the stand-in of a synthetic
+ * model (`refgeo synth-model`): ids 0-255 are the bytes as GPT-2's
+ * bytes_to_unicode writes them, then the N_SPECIALS SPECIALS (special added
+ * tokens), then "<|unused_K|>" up to VOCAB_SIZE; EOS is the end-of-sequence
+ * id (-1: none). Every text encodes to its bytes. NULL with the error set
+ * (a vocabulary too small for the bytes and specials, out of memory). */
+rg_tokenizer *rg_tokenizer_bytes_new(int vocab_size, const char *const *specials, int n_specials, int eos);
 void rg_tokenizer_free(rg_tokenizer *t);
 
 rg_tokenizer_kind rg_tokenizer_kind_of(const rg_tokenizer *t);

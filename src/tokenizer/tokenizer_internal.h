@@ -1,10 +1,12 @@
 /* tokenizer_internal.h: the tokenizer's data, shared by its source files.
  *
- *   tokenizer.c         vocabulary, added-token matching, encode/decode driver
+ *   tokenizer.c         vocabulary tables, lookups, decoding
+ *   tokenizer_encode.c  encoding: added-token matching, then each run's words
  *   tokenizer_bpe.c     the merge loop (by merge rank or by piece score)
  *   tokenizer_pretok.c  UTF-8 repair, regex pre-tokenizer, GPT-2 byte map
  *   tokenizer_gguf.c    building from GGUF metadata (tokenizer.ggml.*)
  *   tokenizer_json.c    building from tokenizer.json (+ tokenizer_config.json)
+ *   tokenizer_bytes.c   a byte-level BPE without merges, made in memory
  *   tokenizer_export.c  writing a byte-level BPE back out as tokenizer.json
  *
  * A built rg_tokenizer is immutable; encode/decode keep their scratch memory
