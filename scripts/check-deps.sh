@@ -6,8 +6,7 @@
 #   scripts/check-deps.sh [ROOT] [BUILD]
 #
 # ROOT is the source tree (default: this script's). Two graphs are checked:
-#  - includes: every `#include "..."` of src/ and tools/, a file's .c, .h and
-#    .cu taken as one unit (forward.c + forward.h = src/engine/forward);
+#  - includes: every `#include "..."` of src/ and tools/, file to file;
 #  - calls, when BUILD names a build folder: the objects of refgeo_core, an
 #    object depending on the one that defines a symbol it uses (nm).
 # In both, a unit may depend only on its own folder or a folder earlier in

@@ -91,7 +91,7 @@ static float *check_isa(const char *cap, int type, int M, int K, int N, int fill
   assert_non_null(wq);
   assert_non_null(we);
   const bool engaged = wq->q8;
-  assert_int_equal(engaged, cpu_q8_supported(cpu(be), type, K));
+  assert_int_equal(engaged, cpu_q8_supported(cpu(be)->q8, type, K));
 
   float *y = product(be, wq, x, M, K, N, bw, NULL), *exact = product(be, we, x, M, K, N, NULL, NULL);
   int8_t *q = malloc((size_t)K);

@@ -180,9 +180,9 @@ static int q8_prepare(rg_backend *be, rg_bweight *w) {
   const rg_tensor *t = w->t;
   const bool from_float = t->type == RG_F32 || t->type == RG_F16 || t->type == RG_BF16;
   const int type = from_float ? RG_Q8_0 : t->type;
-  if (!cpu_q8_supported(c, type, w->cols)) return 0;
+  if (!cpu_q8_supported(c->q8, type, w->cols)) return 0;
   const char *name = t->name ? t->name : "(tensor)";
-  if (grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_q8_scratch_bytes(w->cols, be->threads), 1) < 0)
+  if (grow_scratch(&c->scratch.q8, &c->scratch.q8_bytes, cpu_q8_scratch_bytes(w->cols, be->threads), 1) < 0)
     return rg_error_set("%s: out of memory for the matmul scratch", name);
   w->q8_rows = t->data, w->q8_row_bytes = w->row_bytes, w->q8_type = type;
   if (from_float) {
@@ -262,8 +262,9 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
      * panel products' transposed activations fit. */
     cpu_backend *c = cpu(be);
     const rg_cpu_scratch need = rg_cpu_scratch_for(cols);
-    if (grow_scratch((void **)&c->tile, &c->tile_floats, need.tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
-        grow_scratch((void **)&c->panel_xt, &c->panel_xt_floats, need.panel_floats, sizeof(float)) < 0) {
+    cpu_scratch *sc = &c->scratch;
+    if (grow_scratch((void **)&sc->tile, &sc->tile_floats, need.tile_floats, (size_t)be->threads * sizeof(float)) < 0 ||
+        grow_scratch((void **)&sc->panel_xt, &sc->panel_xt_floats, need.panel_floats, sizeof(float)) < 0) {
       free(w);
       rg_error_set("%s: out of memory for the matmul scratch", name);
       return NULL;
@@ -273,9 +274,9 @@ static rg_bweight *cpu_weight_new(rg_backend *be, const rg_tensor *t, rg_weight_
     free(w->owned), free(w);
     return NULL;
   }
-  if (!w->q8 && rows > 1 && cpu_split_supported(cpu(be), t->type, cols)) {
-    cpu_backend *c = cpu(be);
-    if (grow_scratch(&c->q8_scratch, &c->q8_scratch_bytes, cpu_split_scratch_bytes(cols, rows, be->threads), 1) < 0) {
+  if (!w->q8 && rows > 1 && cpu(be)->split && cpu_split_supported(t->type, cols)) {
+    cpu_scratch *sc = &cpu(be)->scratch;
+    if (grow_scratch(&sc->q8, &sc->q8_bytes, cpu_split_scratch_bytes(cols, rows, be->threads), 1) < 0) {
       free(w->owned), free(w);
       rg_error_set("%s: out of memory for the matmul scratch", name);
       return NULL;
@@ -358,19 +359,19 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
   const int K = (int)w->cols, N = (int)w->rows;
   if (M <= 0) return;
   if (w->q8) { /* any M: a prompt as well as a decode step */
-    cpu_matmul_q8(be, y, x, M, w, bias, beta);
+    cpu_matmul_q8(&cpu(be)->scratch, cpu(be)->q8, y, x, M, w, bias, beta);
     return;
   }
   if (!w->f32 && M <= SKINNY_MAX_M) {
-    cpu_matmul_skinny(be, y, x, M, w, bias, beta);
+    cpu_matmul_skinny(&cpu(be)->scratch, y, x, M, w, bias, beta);
     return;
   }
   if (w->split) {
-    cpu_matmul_split(be, y, x, M, w, bias, beta);
+    cpu_matmul_split(&cpu(be)->scratch, cpu(be)->q8, y, x, M, w, bias, beta);
     return;
   }
   if (!w->f32 && M <= PANEL_MAX_M) {
-    cpu_matmul_panel(be, y, x, M, w, bias, beta);
+    cpu_matmul_panel(&cpu(be)->scratch, y, x, M, w, bias, beta);
     return;
   }
   cpu_backend *c = cpu(be);
@@ -389,8 +390,8 @@ static void matmul_into(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const
     } else {
       /* Tiled: dequantize up to tile_rows rows of this slice into this
        * thread's scratch, multiply, next tile. */
-      float *tile = c->tile + (size_t)tid * c->tile_floats;
-      const int tile_rows = (int)(c->tile_floats / (size_t)K);
+      float *tile = c->scratch.tile + (size_t)tid * c->scratch.tile_floats;
+      const int tile_rows = (int)(c->scratch.tile_floats / (size_t)K);
       for (int r0 = n0; r0 < n1; r0 += tile_rows) {
         const int nr = n1 - r0 < tile_rows ? n1 - r0 : tile_rows;
         for (int r = 0; r < nr; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), tile + (size_t)r * K, K);
@@ -507,9 +508,9 @@ static void cpu_kv_store(rg_backend *be, rg_buf *k_cache, rg_buf *v_cache, const
 
 static void cpu_free(rg_backend *be) {
   cpu_backend *c = cpu(be);
-  free(c->tile);
-  free(c->q8_scratch);
-  free(c->panel_xt);
+  free(c->scratch.tile);
+  free(c->scratch.q8);
+  free(c->scratch.panel_xt);
   free(c);
 }
 
@@ -574,6 +575,7 @@ rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts) {
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads < 1) threads = 1;
   c->base = (rg_backend){.iface = &CPU_IFACE, .threads = threads};
+  c->scratch.threads = threads;
   c->commit = o.commit;
   if (cpu_q8_pick(&c->q8) < 0) {
     free(c);

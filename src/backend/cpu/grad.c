@@ -43,7 +43,7 @@ void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, 
   cpu_backend *c = cpu(be); /* one OpenMP team does all the work, as in cpu_matmul */
   /* A tiled weight is dequantized one shared tile of rows at a time, by all
    * threads, into the backend's scratch (tile_floats per thread). */
-  const int tile_rows = w->f32 ? 0 : (int)(c->tile_floats * (size_t)be->threads / (size_t)K);
+  const int tile_rows = w->f32 ? 0 : (int)(c->scratch.tile_floats * (size_t)be->threads / (size_t)K);
 #pragma omp parallel num_threads(be->threads)
   {
     const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
@@ -67,11 +67,11 @@ void cpu_matmul_backward(rg_backend *be, rg_buf *dx, rg_buf *dw, rg_buf *dbias, 
       for (int r0 = 0; r0 < N; r0 += tile_rows) {
         const int nr = N - r0 < tile_rows ? N - r0 : tile_rows;
 #pragma omp for schedule(static)
-        for (int r = 0; r < nr; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), c->tile + (size_t)r * K, K);
+        for (int r = 0; r < nr; r++) rg_dequantize_row(w->t->type, row_ptr(w, r0 + r), c->scratch.tile + (size_t)r * K, K);
         /* (the omp for ends with a barrier: the tile is complete) */
         if (k1 > k0)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, k1 - k0, nr, 1.0f, dy->data + r0, N,
-                      c->tile + k0, K, 1.0f, dx->data + k0, K);
+                      c->scratch.tile + k0, K, 1.0f, dx->data + k0, K);
 #pragma omp barrier
       }
     }

@@ -38,7 +38,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_types.h"
 #include "tensor/dtype.h"
 
 #if defined(__AVX512F__)
@@ -105,18 +105,17 @@ static void transpose_block(const float *x, int M, int K, int mb, float *xt) {
   }
 }
 
-void cpu_matmul_panel(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
-                      float beta) {
+void cpu_matmul_panel(const cpu_scratch *s, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
+                      const rg_bweight *bias, float beta) {
   const int K = (int)w->cols, N = (int)w->rows, x_blocks = (M + XB - 1) / XB, w_blocks = (N + NR - 1) / NR;
-  cpu_backend *c = cpu(be);
-  float *xt = c->panel_xt;
-  const int team = be->threads < w_blocks ? be->threads : w_blocks;
+  float *xt = s->panel_xt;
+  const int team = s->threads < w_blocks ? s->threads : w_blocks;
 #pragma omp parallel num_threads(team)
   {
     const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
     for (int mb = tid; mb < x_blocks; mb += nt) transpose_block(x->data, M, K, mb, xt);
 #pragma omp barrier
-    float *rows = c->tile + (size_t)tid * c->tile_floats;
+    float *rows = s->tile + (size_t)tid * s->tile_floats;
     float out[NR * XB];
     for (int b = w_blocks * tid / nt; b < w_blocks * (tid + 1) / nt; b++) {
       const int n0 = b * NR, R = N - n0 < NR ? N - n0 : NR;

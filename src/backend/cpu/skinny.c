@@ -25,7 +25,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_types.h"
 #include "tensor/dtype.h"
 
 /* The register block: ROWS weight rows times XROWS activation rows, each
@@ -103,18 +103,17 @@ static void dot_rows(const float *w, int ldw, int R, const float *x, int ldx, in
 #undef DOT_CASES
 #undef DOT_CASE
 
-void cpu_matmul_skinny(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
+void cpu_matmul_skinny(const cpu_scratch *s, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w,
                        const rg_bweight *bias, float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
-  cpu_backend *c = cpu(be);
   /* Rows per thread: at least 16, so a small matrix does not fork a team
    * whose start costs more than its share. */
-  const int team = be->threads < N / 16 ? be->threads : (N / 16 > 0 ? N / 16 : 1);
+  const int team = s->threads < N / 16 ? s->threads : (N / 16 > 0 ? N / 16 : 1);
 #pragma omp parallel num_threads(team)
   {
     const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
     const int n0 = (int)((int64_t)N * tid / nt), n1 = (int)((int64_t)N * (tid + 1) / nt);
-    float *rows = c->tile + (size_t)tid * c->tile_floats;
+    float *rows = s->tile + (size_t)tid * s->tile_floats;
     for (int nb = n0; nb < n1; nb += ROWS) {
       const int R = n1 - nb < ROWS ? n1 - nb : ROWS;
       /* the R rows are contiguous in the file: one call decodes them all */

@@ -54,8 +54,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/q8/q8_internal.h"
+#include "backend/cpu/q8/q8_types.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 
@@ -104,8 +104,8 @@ int rg_cpu_fast_decode_isa(const char **name) {
   return 0;
 }
 
-bool cpu_q8_supported(const cpu_backend *c, int type, int64_t cols) {
-  return c->q8 && format_of(type) && cols % Q8_CHUNK == 0;
+bool cpu_q8_supported(const q8_kernels *k, int type, int64_t cols) {
+  return k && format_of(type) && cols % Q8_CHUNK == 0;
 }
 
 /* A thread's panel scratch for rows of K elements: the unpacked bytes, wd
@@ -194,19 +194,18 @@ static void panels_of_thread(const q8_job *j, int tid, int nt) {
   }
 }
 
-void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
-                   float beta) {
+void cpu_matmul_q8(const cpu_scratch *s, const q8_kernels *k, rg_buf *y, const rg_buf *x, int M,
+                   const rg_bweight *w, const rg_bweight *bias, float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
-  cpu_backend *c = cpu(be);
-  int8_t *xq = align64(c->q8_scratch);
+  int8_t *xq = align64(s->q8);
   float *xd = align64(xq + (size_t)PASS_ROWS * K);
   int32_t *xoq = align64(xd + (size_t)PASS_ROWS * (K / 32));
   float *xdq = align64(xoq + (size_t)PASS_ROWS * (K / 16));
   const q8_format *f = format_of(w->q8_type);
-  q8_job job = {.k = c->q8, .f = f, .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
+  q8_job job = {.k = k, .f = f, .w = w, .bias = bias, .beta = beta, .K = K, .N = N,
                 .n_panels = (N + Q8_PANEL - 1) / Q8_PANEL, .x = {xq, xd, xoq, xdq},
                 .panels = align64(xdq + (size_t)PASS_ROWS * (K / 32))};
-  const int team = be->threads < job.n_panels ? be->threads : job.n_panels;
+  const int team = s->threads < job.n_panels ? s->threads : job.n_panels;
   for (int m0 = 0; m0 < M; m0 += PASS_ROWS) { /* a prompt: PASS_ROWS rows per pass over the weights */
     job.M = M - m0 < PASS_ROWS ? M - m0 : PASS_ROWS;
     job.y = y->data + (size_t)m0 * N;
@@ -237,8 +236,8 @@ void cpu_matmul_q8(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_b
 
 bool cpu_split_pick(const q8_kernels *k) { return k == &q8_kernels_amx && split_amx_cpu_has(); }
 
-bool cpu_split_supported(const cpu_backend *c, int type, int64_t cols) {
-  return c->split && format_of(type) && cols % Q8_CHUNK == 0;
+bool cpu_split_supported(int type, int64_t cols) {
+  return format_of(type) && cols % Q8_CHUNK == 0;
 }
 
 /* Activation rows cut into parts per pass over the weights: about 1 MiB
@@ -307,14 +306,13 @@ size_t cpu_split_scratch_bytes(int64_t cols, int64_t rows, int threads) {
          (size_t)threads * split_thread_carve(NULL, K, split_slots((int)cols, (int)rows, threads), &t);
 }
 
-void cpu_matmul_split(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const rg_bweight *w, const rg_bweight *bias,
-                      float beta) {
+void cpu_matmul_split(const cpu_scratch *s, const q8_kernels *k, rg_buf *y, const rg_buf *x, int M,
+                      const rg_bweight *w, const rg_bweight *bias, float beta) {
   const int K = (int)w->cols, N = (int)w->rows;
-  cpu_backend *c = cpu(be);
   const q8_format *f = format_of(w->t->type);
   const int pass = split_pass_rows(K), pairs = (N + 31) / 32;
-  const int team = be->threads < pairs ? be->threads : pairs, slots = split_slots(K, N, team);
-  uint16_t *tiles = align64(c->q8_scratch);
+  const int team = s->threads < pairs ? s->threads : pairs, slots = split_slots(K, N, team);
+  uint16_t *tiles = align64(s->q8);
   float *sums = align64(tiles + (size_t)pass * 3 * K);
   uint8_t *per_thread = align64(sums + (size_t)pass * (K / 32));
   split_thread sized;
@@ -338,7 +336,7 @@ void cpu_matmul_split(rg_backend *be, rg_buf *y, const rg_buf *x, int M, const r
         const split_panels panels = split_slot(&t, (size_t)K, keep ? p - p0 : 0);
         if (!keep || m0 == 0)
           for (int i = 0; i < 2; i++) {
-            unpack_panel(c->q8, f, w->t->data, w->row_bytes, N, K, r0 + 16 * i, i == 0 || p + 1 < p1, t.wt,
+            unpack_panel(k, f, w->t->data, w->row_bytes, N, K, r0 + 16 * i, i == 0 || p + 1 < p1, t.wt,
                          panels.wd[i], panels.wm[i], t.pad);
             split_amx_panel_bf16(t.wt, K, f->offset, panels.bf16[i]);
           }
