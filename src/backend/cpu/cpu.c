@@ -333,16 +333,16 @@ static int cpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
 
 /* Every thread of the OpenMP team multiplies its own slice with a
  * single-threaded sgemm (OpenBLAS runs at 1 thread, set once in
- * rg_backend_cpu_new). Measured on 2 cores: letting OpenBLAS's own pthreads
- * run the sgemm right after an OpenMP region loses 3x, because the idle
- * OpenMP workers keep spinning on the same cores (libgomp's default wait
- * policy); one thread team for everything avoids that.
+ * rg_backend_cpu_new): OpenBLAS's own pthreads running the sgemm right
+ * after an OpenMP region compete with the idle OpenMP workers, which keep
+ * spinning on the same cores (libgomp's default wait policy); one thread
+ * team for everything avoids that.
  *
  * The slice is of W's rows, or of x's rows for a float32 W and at least
  * SLICE_X_MIN_M rows of x: then each thread's sgemm packs only its own rows
- * of x, where slicing W makes every thread pack all of them. On an Emerald
- * Rapids Xeon, 2 threads, SmolLM2's shapes: 4-9% more GFLOP/s at M = 2048;
- * at M = 512 and below slicing W is as fast or faster. */
+ * of x, where slicing W makes every thread pack all of them; that pays only
+ * for long prompts (docs/benchmarks.md, "Figures behind the CPU kernels'
+ * choices"). */
 enum { SLICE_X_MIN_M = 1024 };
 
 /* Thread tid of nt's share [*lo, *hi) of n rows, in whole groups of 16 (the

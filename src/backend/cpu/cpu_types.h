@@ -120,10 +120,9 @@ enum { TILE_MIN_ROWS = 16 };
 
 /* From SKINNY_MAX_M + 1 to this many activation rows, a matmul on a weight
  * kept in its file dtype runs cpu_matmul_panel (unless the weight runs split
- * products); above, dequantized tiles and sgemm. At 128 rows, Qwen2.5-0.5B
- * shapes, Zen 4: 100 GFLOP/s a thread, OpenBLAS's peak, where sgemm loses
- * up to a fifth to copying the weight; at 2048 rows (in passes of 512) it
- * was no faster than sgemm on a float32 copy. */
+ * products); above, dequantized tiles and sgemm: past it the panel products
+ * stop gaining on sgemm, whose copy of the weight is then a small share
+ * (docs/benchmarks.md, "Figures behind the CPU kernels' choices"). */
 enum { PANEL_MAX_M = 512 };
 
 /* backend/cpu/panel.c: y = x . W^T + bias (beta 0) or y += x . W^T (beta 1)

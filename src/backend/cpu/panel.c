@@ -3,10 +3,10 @@
  * as register-blocked outer products on its rows decoded where they lie.
  *
  * Why: with a few hundred rows of x each weight is used only M times, and
- * sgemm copies (packs) every weight before it multiplies: on a 128-token
- * prompt of Qwen2.5-0.5B (Zen 4, 2 threads) OpenBLAS spent 22% of the
- * prefill in sgemm_incopy, the weight's copy, and the dequantized tiles
- * sgemm read were written and read again through the caches. Here the
+ * sgemm copies (packs) every weight before it multiplies, after the
+ * dequantized tiles it reads were written and read again through the
+ * caches (docs/benchmarks.md, "Figures behind the CPU kernels' choices",
+ * has the measurements). Here the
  * weight's rows are decoded a register block at a time from the file's
  * blocks into a scratch that stays in L1/L2 (as backend/cpu/skinny.c does),
  * and x, read by every block of the weight, is the one operand rearranged:
@@ -15,15 +15,11 @@
  *
  * Float32 copies stay with sgemm: their products, at any M, are what the
  * fixture tests of training and sequence parallelism compare across
- * batch splits (test_sp's 4-rank gradients sit at 0.97 of their tolerance
- * with sgemm on both sides; panel products on the whole batch and sgemm on
- * the ranks' 10 rows came to 1.5x it), and which must stay batch-invariant
+ * batch splits (test_sp), and which must stay batch-invariant
  * (test_split_matmul, without AMX: 40 rows alone against their 100-row
- * product, sgemm on both). Panel products on float32 from 64 to 512 rows
- * only, where they pay (a 128-token Qwen prompt: 255 against 221-226
- * tokens/s, bench_forward, Zen 4), kept test_sp but failed that check.
- * Both hold only with every float32 product, decode steps included, in
- * this order.
+ * product, sgemm on both). Panel products on float32, on every M or from
+ * 64 rows only, each broke one of the two; both hold only with every
+ * float32 product, decode steps included, in this order.
  *
  * The register block: NR weight rows times XB = XV * LANES rows of x, NR *
  * XV vector accumulators. Each k step loads XV vectors of x and broadcasts

@@ -35,12 +35,11 @@ void cpu_matmul_q8(const cpu_scratch *s, const struct q8_kernels *k, rg_buf *y, 
  * operations whatever the batch (a prompt's rows alone or in a batch,
  * GCG's suffix rows on a cached prefix or the whole sequence), where
  * sgemm below some M and the tiles above it differed by float32
- * rounding. Decoding the blocks costs the few-row products more than a
- * cache-resident sgemv (576x1536 q4_1, 1 row: 15 vs 60 GFLOP/s), but a whole
- * model's float32 copy is not cache-resident: greedy SmolLM2 Q4_1 on its
- * float32 copies, 2 threads, runs 41.6 tok/s split vs 38.3 by sgemm at
- * batch 1, 270 vs 137 at batch 8 (bench_generate --f32). cpu_split_pick: whether the CPU runs them under the cap that
- * chose the 8-bit kernels K (they are AMX kernels). */
+ * rounding. Decoding the blocks costs a few-row product more than a
+ * cache-resident sgemv would, but a whole model's float32 copy is not
+ * cache-resident, so generation gains (docs/benchmarks.md, "Figures behind
+ * the CPU kernels' choices"). cpu_split_pick: whether the CPU runs them
+ * under the cap that chose the 8-bit kernels K (they are AMX kernels). */
 bool cpu_split_pick(const struct q8_kernels *k);
 bool cpu_split_supported(int type, int64_t cols);
 size_t cpu_split_scratch_bytes(int64_t cols, int64_t rows, int threads);
