@@ -18,6 +18,7 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 

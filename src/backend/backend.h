@@ -185,19 +185,11 @@ struct rg_backend {
  * rg_backend_default_name()). NULL with the error set (an unknown name
  * lists the known ones, no such device, out of memory). */
 rg_backend *rg_backend_new(const rg_backend_opts *o);
-/* The CPU backend (what rg_backend_new makes for "cpu"). */
-rg_backend *rg_backend_cpu_new(const rg_backend_opts *opts);
 /* The instruction set of the CPU backend's 8-bit products (RG_FORM_FILE_Q8,
  * --fast-decode) on this CPU under REFGEO_MAX_ISA: "avx512" or "avx2"
  * into *NAME, or NULL where they take the float32 path. 0, or -1 with the
  * error set for an unknown REFGEO_MAX_ISA. */
 int rg_cpu_fast_decode_isa(const char **name);
-/* The GPU backend of a build with one (REFGEO_GPU_CUDA: "cuda", and
- * "cuda-tiled", which takes the project's own matrix product instead of
- * cuBLAS; REFGEO_GPU_HIP: "hip"), on device N of "NAME:N" (0 without).
- * NULL with the error set, also when the device is not there. In a build
- * without one, it only sets the error. */
-rg_backend *rg_backend_gpu_new(const rg_backend_opts *opts);
 /* "cuda" or "hip": the GPU backend of this build, or NULL. */
 const char *rg_gpu_backend_name(void);
 /* The GPU devices this process sees (0 without a GPU build). */

@@ -1,5 +1,5 @@
-/* backend/registry.c: making a backend by name (backend.h). */
-#include "backend/backend.h"
+/* backend/registry.c: making a backend by name (backend.h, registry.h). */
+#include "backend/registry.h"
 
 #include <stdlib.h>
 #include <string.h>

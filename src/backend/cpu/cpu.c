@@ -50,6 +50,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/registry.h"
 #include "util/error.h"
 
 /* ---------------------------------------------------------------- errors */

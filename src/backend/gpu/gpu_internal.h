@@ -26,6 +26,7 @@
 
 extern "C" {
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 }
