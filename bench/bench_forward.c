@@ -24,8 +24,8 @@
 
 #include "bench_util.h"
 #include "cli.h"
-#include "model/blas_core.h"
-#include "model/forward.h"
+#include "backend/cpu/blas_core.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -70,7 +70,7 @@ static void sgemm_peak_free(sgemm_peak *p) {
 /* Best GFLOP/s of 3 timed sgemms after one that warms up the threads and
  * pages. OpenBLAS runs the sgemm on p->threads of its own threads and is set
  * back to 1 after: the CPU backend runs one single-threaded sgemm per OpenMP
- * thread (backend_cpu.c). OpenBLAS's idle threads spin a while before they
+ * thread (backend/cpu/cpu.c). OpenBLAS's idle threads spin a while before they
  * sleep, on the cores the next prefill wants, so it returns after a pause of
  * half a second (without it one first prefill read 61% of the peak and the
  * next ones 93-96%, though on a shared machine one run proves little). */

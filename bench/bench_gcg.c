@@ -42,10 +42,10 @@
 #include "adv_ft/test_case.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "model/prompt_encode.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 #include "util/error.h"
 
 #define INIT_SUFFIX "! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! !"

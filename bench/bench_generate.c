@@ -14,7 +14,7 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "cli_prompt.h"
-#include "model/generate.h"
+#include "engine/generate.h"
 #include "model/model.h"
 #include "util/error.h"
 

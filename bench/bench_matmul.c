@@ -17,8 +17,9 @@
 
 #include "bench_util.h"
 #include "cli.h"
-#include "model/backend.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "backend/registry.h"
+#include "tensor/dtype.h"
 #include "util/error.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

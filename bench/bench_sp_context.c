@@ -28,9 +28,9 @@
 #include "adv_ft/sp_plan.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "model/backward.h"
-#include "model/comm.h"
-#include "model/forward.h"
+#include "engine/backward.h"
+#include "dist/comm.h"
+#include "engine/forward.h"
 #include "util/error.h"
 #include "util/rng.h"
 

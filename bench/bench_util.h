@@ -5,11 +5,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-static inline double bench_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
+
+static inline double bench_now_s(void) { return rg_now_seconds(); }
 
 static inline int bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

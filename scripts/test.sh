@@ -62,6 +62,23 @@ copy_tree "$COPY_ROOT/refgeo"
 if [ -e "$COPY_ROOT/shared" ]; then echo "test.sh: $COPY_ROOT/shared exists; remove it" >&2; exit 1; fi
 echo "== release build (in $COPY_ROOT/refgeo, with no shared/ beside it)"
 (cd "$COPY_ROOT/refgeo" && run_suite build -DCMAKE_BUILD_TYPE=Release)
+# The folders depend on each other only in their order and nothing is in a
+# cycle, by includes and by the objects' calls (scripts/check-deps.sh); and
+# the check can fail: an include from tensor/ into engine/ must be refused.
+echo "== dependency check"
+sh scripts/check-deps.sh "$COPY_ROOT/refgeo" "$COPY_ROOT/refgeo/build"
+mutant=$(mktemp -d)
+cp -r src tools "$mutant"
+echo '#include "engine/forward.h"' >>"$mutant/src/tensor/dequant.c"
+if sh scripts/check-deps.sh "$mutant" >"$mutant/out.txt" 2>&1; then
+  echo "test.sh: check-deps.sh accepted an include from tensor/ into engine/" >&2; exit 1
+fi
+echo "check-deps.sh refuses the mutant: $(grep -m1 'tensor/dequant' "$mutant/out.txt")"
+rm -rf "$mutant"
+# cmake --install, and the installed refgeo run from elsewhere (below, with an
+# out-of-tree build too)
+echo "== install check"
+bash scripts/check-install.sh "$COPY_ROOT/refgeo/build" "$REFGEO_MODEL"
 echo "== ASan + UBSan build"
 # leak checking stays on; OpenMP's runtime keeps thread pools alive at exit,
 # which LeakSanitizer does not count as leaks.
@@ -75,10 +92,14 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1
 if grep -qw avx2 /proc/cpuinfo; then
   echo "== AVX2 build of the product tests"
   avx2_tests=(test_panel_matmul test_backend test_q8_matmul test_lora)
-  cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3 \
+  # outside the source tree: an out-of-tree build must find its data too
+  avx2_build="$COPY_ROOT/build-avx2"
+  cmake -S . -B "$avx2_build" -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3 \
     -DREFGEO_CUDA=OFF -DREFGEO_HIP=OFF -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" >/dev/null
-  cmake --build build-avx2 -j "$JOBS" --target refgeo "${avx2_tests[@]}" # test_lora makes its models with the CLI
-  (cd build-avx2 && ctest --output-on-failure -R "^($(IFS='|'; echo "${avx2_tests[*]}"))\$")
+  cmake --build "$avx2_build" -j "$JOBS" --target refgeo "${avx2_tests[@]}" # test_lora makes its models with the CLI
+  (cd "$avx2_build" && ctest --output-on-failure -R "^($(IFS='|'; echo "${avx2_tests[*]}"))\$")
+  echo "== out-of-tree build check"
+  bash scripts/check-install.sh "$COPY_ROOT/refgeo/build" "$REFGEO_MODEL" "$avx2_build"
 fi
 # The GPU backend's other flavor: the suites above build CUDA where nvcc is
 # found (their GPU tests skip without a device); HIP is compiled here, with

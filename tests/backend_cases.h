@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "testlib.h"
 #include "util/error.h"
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "tensor/dtype.h"
 #include "testlib.h" /* cmocka, for fail_msg */
 
 static uint64_t rng = 0x243F6A8885A308D3ull;

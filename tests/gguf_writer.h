@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "testlib.h"
 
 typedef struct {

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "adv_ft/adamw.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "testlib.h"
 
 static double *darr(const cJSON *a, int *n) {

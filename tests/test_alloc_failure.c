@@ -18,9 +18,9 @@
  * (as published on the Hub), random bf16 weights of those shapes written by
  * `refgeo synth-model` (loading never reads weight values, only the header),
  * and tokenizer.json / tokenizer_config.json written here from the GGUF's
- * tokenizer.ggml.* data in the form of SmolLM2's own tokenizer.json (the
- * 49152 tokens, the 48900 merges, the control tokens as special added
- * tokens, Digits + ByteLevel pre-tokenizer) and its chat template.
+ * tokenizer (the 49152 tokens, the 48900 merges, the control tokens as
+ * special added tokens, the pre-tokenizer's splits) and its chat template
+ * by refgeo's exporter (tokenizer/tokenizer_export.h).
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -30,10 +30,13 @@
 #include <unistd.h>
 
 #include "alloc_fail.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_export.h"
+#include "engine/hf_write.h"
 #include "testlib.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -56,124 +59,28 @@ static const char *PROBE = "<|im_start|>user\nHello, world! 12345 caf\xc3\xa9<|i
 
 /* ---------------------------------------------------------------- the HF directory */
 
-/* GGUF string array KEY's element I as a malloc'd C string. */
-static char *gguf_token(const rg_gguf *g, const char *key, int64_t i) {
-  size_t len;
-  const char *s = rg_gguf_arr_str(g, key, i, &len);
-  assert_non_null(s);
-  char *c = strndup(s, len);
-  assert_non_null(c);
-  return c;
-}
-
-static cJSON *byte_level(bool add_prefix_space, bool trim_offsets) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "type", "ByteLevel");
-  cJSON_AddBoolToObject(o, "add_prefix_space", add_prefix_space);
-  cJSON_AddBoolToObject(o, "trim_offsets", trim_offsets);
-  cJSON_AddBoolToObject(o, "use_regex", true);
-  return o;
-}
-
 static void write_json(const char *dir, const char *name, cJSON *j) {
-  char *text = cJSON_PrintUnformatted(j), *path = rg_path_join(dir, name);
-  assert_non_null(text);
-  if (rg_write_file_atomic(path, text, strlen(text)) != 0) fail_msg("%s", rg_error_get());
-  free(path);
-  free(text);
+  if (rg_hf_write_json(dir, name, j) != 0) fail_msg("%s", rg_error_get());
   cJSON_Delete(j);
 }
 
-/* tokenizer.json and tokenizer_config.json of SmolLM2 from its GGUF. */
+/* tokenizer.json and tokenizer_config.json of SmolLM2, its GGUF's tokenizer
+ * and chat template written out by refgeo's exporter (the same files
+ * `refgeo export` writes; test_model_checkpoint checks them against
+ * transformers). */
 static void write_tokenizer_files(const char *gguf_path, const char *dir) {
   rg_gguf *g = rg_gguf_open(gguf_path);
   if (!g) fail_msg("%s", rg_error_get());
-  rg_gguf_type et;
-  int64_t n_tokens, n_merges, n_types;
-  assert_int_equal(rg_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tokens), 0);
-  assert_int_equal(rg_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_merges), 0);
-  assert_int_equal(rg_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n_types), 0);
-  assert_int_equal(n_types, n_tokens);
-  const uint8_t *types = rg_gguf_arr_data(g, "tokenizer.ggml.token_type");
-
-  cJSON *root = cJSON_CreateObject(), *added = cJSON_CreateArray(), *decoder = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "version", "1.0");
-  cJSON_AddNullToObject(root, "truncation");
-  cJSON_AddNullToObject(root, "padding");
-  cJSON_AddItemToObject(root, "added_tokens", added);
-  cJSON_AddNullToObject(root, "normalizer");
-  cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer"), *digits = cJSON_CreateObject();
-  cJSON_AddStringToObject(pre, "type", "Sequence");
-  cJSON_AddStringToObject(digits, "type", "Digits");
-  cJSON_AddBoolToObject(digits, "individual_digits", true);
-  cJSON *seq = cJSON_AddArrayToObject(pre, "pretokenizers");
-  cJSON_AddItemToArray(seq, digits);
-  cJSON_AddItemToArray(seq, byte_level(false, true));
-  cJSON_AddItemToObject(root, "post_processor", byte_level(true, false));
-  cJSON_AddItemToObject(root, "decoder", byte_level(true, true));
-  cJSON *model = cJSON_AddObjectToObject(root, "model");
-  cJSON_AddStringToObject(model, "type", "BPE");
-  cJSON_AddNullToObject(model, "dropout");
-  cJSON_AddNullToObject(model, "unk_token");
-  cJSON_AddNullToObject(model, "continuing_subword_prefix");
-  cJSON_AddNullToObject(model, "end_of_word_suffix");
-  cJSON_AddBoolToObject(model, "fuse_unk", false);
-  cJSON_AddBoolToObject(model, "byte_fallback", false);
-  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab"), *merges = cJSON_AddArrayToObject(model, "merges");
-  for (int64_t i = 0; i < n_tokens; i++) {
-    char *text = gguf_token(g, "tokenizer.ggml.tokens", i);
-    cJSON_AddNumberToObject(vocab, text, (double)i);
-    int32_t type;
-    memcpy(&type, types + 4 * i, 4);
-    if (type == 3) { /* control: SmolLM2's special added tokens */
-      cJSON *a = cJSON_CreateObject();
-      cJSON_AddNumberToObject(a, "id", (double)i);
-      cJSON_AddStringToObject(a, "content", text);
-      cJSON_AddBoolToObject(a, "single_word", false);
-      cJSON_AddBoolToObject(a, "lstrip", false);
-      cJSON_AddBoolToObject(a, "rstrip", false);
-      cJSON_AddBoolToObject(a, "normalized", false);
-      cJSON_AddBoolToObject(a, "special", true);
-      cJSON_AddItemToArray(added, a);
-      char id[24];
-      snprintf(id, sizeof id, "%lld", (long long)i);
-      cJSON *d = cJSON_AddObjectToObject(decoder, id);
-      cJSON_AddStringToObject(d, "content", text);
-      cJSON_AddBoolToObject(d, "special", true);
-    }
-    free(text);
-  }
-  for (int64_t i = 0; i < n_merges; i++) {
-    char *text = gguf_token(g, "tokenizer.ggml.merges", i);
-    cJSON_AddItemToArray(merges, cJSON_CreateString(text));
-    free(text);
-  }
-  write_json(dir, "tokenizer.json", root);
-
-  cJSON *cfg = cJSON_CreateObject();
-  cJSON_AddBoolToObject(cfg, "add_prefix_space", false);
-  cJSON_AddItemToObject(cfg, "added_tokens_decoder", decoder);
-  static const struct {
-    const char *gguf_key, *config_key;
-  } SPECIALS[] = {{"tokenizer.ggml.bos_token_id", "bos_token"},
-                  {"tokenizer.ggml.eos_token_id", "eos_token"},
-                  {"tokenizer.ggml.padding_token_id", "pad_token"},
-                  {"tokenizer.ggml.unknown_token_id", "unk_token"}};
-  for (size_t k = 0; k < sizeof SPECIALS / sizeof SPECIALS[0]; k++) {
-    int64_t id;
-    if (rg_gguf_get_i64(g, SPECIALS[k].gguf_key, &id) != 0) continue;
-    char *text = gguf_token(g, "tokenizer.ggml.tokens", id);
-    cJSON_AddStringToObject(cfg, SPECIALS[k].config_key, text);
-    free(text);
-  }
+  rg_tokenizer *t = rg_tokenizer_from_gguf(g);
+  if (!t) fail_msg("%s", rg_error_get());
   char *tpl = rg_gguf_dup_str(g, "tokenizer.chat_template");
   assert_non_null(tpl);
-  cJSON_AddStringToObject(cfg, "chat_template", tpl);
-  free(tpl);
-  cJSON_AddBoolToObject(cfg, "clean_up_tokenization_spaces", false);
-  cJSON_AddNumberToObject(cfg, "model_max_length", 8192);
-  cJSON_AddStringToObject(cfg, "tokenizer_class", "GPT2Tokenizer");
+  cJSON *tok = NULL, *cfg = NULL;
+  if (rg_tokenizer_export(t, tpl, &tok, &cfg) != 0) fail_msg("%s", rg_error_get());
+  write_json(dir, "tokenizer.json", tok);
   write_json(dir, "tokenizer_config.json", cfg);
+  free(tpl);
+  rg_tokenizer_free(t);
   rg_gguf_close(g);
 }
 
@@ -213,12 +120,6 @@ static void remove_hf_dir(char *dir) {
 
 /* ---------------------------------------------------------------- the walk */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* PROBE's ids under M's tokenizer (malloc'd), *n their count. */
 static int32_t *probe_ids(const rg_model *m, int *n) {
   int32_t *ids = NULL;
@@ -251,7 +152,7 @@ static void walk(const char *path) {
    * 48900 merges) would turn seconds into hours, so that fails here. */
   if (total > MAX_EVENTS) fail_msg("%s: a load makes %ld allocation events (at most %d expected)", path, total, MAX_EVENTS);
 
-  const double t0 = now_s();
+  const double t0 = rg_now_seconds();
   long jit_failures = 0;
   for (long n = 1; n <= total; n++) {
     long events;
@@ -278,7 +179,7 @@ static void walk(const char *path) {
     if (af_live() != live)
       fail_msg("%s: event %ld (%s) failed and %ld blocks leaked; error: %s", path, n, kind, af_live() - live, msg);
   }
-  const double walk_s = now_s() - t0;
+  const double walk_s = rg_now_seconds() - t0;
 
   long events;
   m = load_failing(path, total + 1, &events);

@@ -35,18 +35,13 @@
 #include <time.h>
 
 #include "testlib.h"
+#include "util/clock.h"
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
 /* scipy.stats.norm.ppf(0.975) */
 static const double Z = 1.959963984540054;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Runs `refgeo asr` on the model with the val behaviors into OUT. */
 static int run_asr(const char *out_dir, const char *extra, char **out, char **err) {
@@ -170,11 +165,11 @@ static void test_direct_request_substring(void **state) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
   char *out, *err;
-  double t0 = now_s();
+  double t0 = rg_now_seconds();
   char extra[128];
   snprintf(extra, sizeof extra, "--functional-category standard --max-new-tokens 64 --batch 16%s", g_limit);
   int rc = run_asr(dir, extra, &out, &err);
-  double dt = now_s() - t0;
+  double dt = rg_now_seconds() - t0;
   if (rc != 0) fail_msg("refgeo asr failed: %s", err);
   print_message("generation: %d completions x <= 64 tokens in %.1f s\n", g_n, dt);
   assert_non_null(strstr(out, "copyright behaviors excluded"));
@@ -313,9 +308,9 @@ static void test_judge_on_same_completions(void **state) {
   char extra[2048], *out, *err;
   snprintf(extra, sizeof extra, "--functional-category standard --max-new-tokens 64 --batch 16 --classifier judge "
            "--judge '%s'%s", t_env("REFGEO_MODEL"), g_limit);
-  double t0 = now_s();
+  double t0 = rg_now_seconds();
   int rc = run_asr(dir, extra, &out, &err);
-  double dt = now_s() - t0;
+  double dt = rg_now_seconds() - t0;
   if (rc != 0) fail_msg("refgeo asr --classifier judge failed: %s", err);
   print_message("stand-in judge over %d completions: %.1f s\n", g_n, dt);
   assert_non_null(strstr(out, "[completions resumed]"));

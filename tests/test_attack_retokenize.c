@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

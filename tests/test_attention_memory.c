@@ -27,7 +27,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "testlib.h"
 
 enum { NH = 3, NKV = 1, HD = 64 };

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "tensor/dtype.h"
 #include "util/error.h"
 #include "backend_cases.h"
 #include "testlib.h"
@@ -181,8 +181,8 @@ static void test_matmul_all_dtypes(void **state) {
 }
 
 /* The matmul path changes with the number of activation rows on a weight
- * in its file dtype: up to SKINNY_MAX_M (16) rows it is backend_cpu_skinny.c,
- * then backend_cpu_panel.c up to PANEL_MAX_M (512), above it dequantized
+ * in its file dtype: up to SKINNY_MAX_M (16) rows it is backend/cpu/skinny.c,
+ * then backend/cpu/panel.c up to PANEL_MAX_M (512), above it dequantized
  * tiles and sgemm. Each side of both switches, a width with a tail of 8
  * (f16, 40 columns) and a ragged last block of rows. */
 static void test_matmul_skinny_and_tiles(void **state) {

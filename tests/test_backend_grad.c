@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "tensor/dtype.h"
 #include "backend_cases.h"
 #include "testlib.h"
 

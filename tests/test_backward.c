@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backward.h"
-#include "model/forward.h"
+#include "engine/backward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"

@@ -1,4 +1,4 @@
-/* test_blas_core: the OpenBLAS kernel set refgeo asks for (model/blas_core.h).
+/* test_blas_core: the OpenBLAS kernel set refgeo asks for (backend/cpu/blas_core.h).
  *
  * The choice is checked as a table over OpenBLAS 0.3.21's core names (its
  * driver/others/dynamic.c) and CPU features; then the CLI itself: on a CPU
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/blas_core.h"
+#include "backend/cpu/blas_core.h"
 
 static void test_choice_table(void **state) {
   const rg_cpu_isa sse = {0}, avx2 = {.avx2_fma = true}, avx512 = {.avx2_fma = true, .avx512 = true},

@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "capture/capture.h"
-#include "model/dtype.h"
-#include "model/gguf.h"
+#include "tensor/dtype.h"
+#include "formats/gguf.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

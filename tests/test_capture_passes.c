@@ -22,7 +22,7 @@
 
 #include "capture/acts_h5_read.h"
 #include "capture/capture.h"
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_template.h"
-#include "model/gguf.h"
+#include "tokenizer/chat_template.h"
+#include "formats/gguf.h"
 #include "util/error.h"
 #include "util/fileio.h"
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

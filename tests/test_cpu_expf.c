@@ -1,4 +1,4 @@
-/* test_cpu_expf: the CPU backend's vectorizable e^x (backend_cpu_internal.h),
+/* test_cpu_expf: the CPU backend's vectorizable e^x (backend/cpu/cpu_types.h),
  * which the softmax of attention and SiLU (forward and gradient) run on,
  * against libm's double-precision exp as the reference.
  *
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend_cpu_internal.h"
+#include "backend/cpu/cpu_types.h"
 
 static float from_bits(uint32_t u) {
   float x;

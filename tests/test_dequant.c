@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dtype.h"
-#include "model/gguf.h"
+#include "tensor/dtype.h"
+#include "formats/gguf.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

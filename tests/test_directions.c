@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "geometry/directions_h5.h"
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"

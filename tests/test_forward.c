@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/forward.h"
-#include "model/generate.h"
+#include "engine/forward.h"
+#include "engine/generate.h"
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"
@@ -302,7 +302,7 @@ static void check_condition(const char *cond) { check_condition_mode(cond, RG_WE
 static void test_base(void **state) { check_condition("base"); }
 /* The same with the weights in their file dtype: prefill through dequantized
  * tiles and the decode steps of the greedy continuations through
- * backend_cpu_skinny.c (what `refgeo generate` and `asr` run), against the
+ * backend/cpu/skinny.c (what `refgeo generate` and `asr` run), against the
  * same transformers references and tolerances. */
 static void test_base_file_dtype(void **state) { check_condition_mode("base", RG_WEIGHTS_TILED); }
 static void test_ablate(void **state) { check_condition("ablate"); }

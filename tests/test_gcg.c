@@ -26,10 +26,10 @@
 #include <string.h>
 
 #include "adv_ft/gcg.h"
-#include "model/backward.h"
-#include "model/forward.h"
+#include "engine/backward.h"
+#include "engine/forward.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/rng.h"

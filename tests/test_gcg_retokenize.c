@@ -19,7 +19,7 @@
 
 #include "adv_ft/gcg.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 
 static int32_t one_token(const rg_tokenizer *t, const char *text) {

@@ -43,7 +43,7 @@
 #include "geometry/refusal_tokens.h"
 #include "geometry/verdict.h"
 #include "geometry/verdict_plan.h"
-#include "model/safetensors_write.h"
+#include "formats/safetensors_write.h"
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dtype.h"
-#include "model/gguf.h"
+#include "tensor/dtype.h"
+#include "formats/gguf.h"
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"

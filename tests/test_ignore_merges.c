@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "gguf_writer.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 

@@ -10,7 +10,7 @@
 
 #include "testlib.h"
 #include "harmbench/completions.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/json.h"
 

@@ -31,11 +31,11 @@
 #include <string.h>
 
 #include "adv_ft/optimizer.h"
-#include "model/backward.h"
-#include "model/forward.h"
-#include "model/hf_write.h"
+#include "engine/backward.h"
+#include "engine/forward.h"
+#include "engine/hf_write.h"
 #include "model/model.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -1,4 +1,4 @@
-/* test_model_checkpoint: rg_hf_write_checkpoint (model/hf_write.h), the
+/* test_model_checkpoint: rg_hf_write_checkpoint (engine/hf_write.h), the
  * trainer's checkpoint writer, reloaded by refgeo's own loader.
  *
  * Independent references: the source model itself (a GGUF read by
@@ -27,11 +27,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/dtype.h"
-#include "model/hf_write.h"
+#include "tensor/dtype.h"
+#include "engine/hf_write.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_export.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_export.h"
 #include "util/error.h"
 #include "util/fileio.h"
 

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dtype.h"
+#include "tensor/dtype.h"
 #include "model/model.h"
 #include "model/model_source.h"
-#include "model/safetensors.h"
-#include "model/tokenizer.h"
+#include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fileio.h"
 

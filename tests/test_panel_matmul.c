@@ -25,13 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/backend_cpu_internal.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
+#include "tensor/dtype.h"
 #include "block_products.h"
 #include "testlib.h"
 
-enum { KC = 64 }; /* backend_cpu_panel.c's chain */
+enum { KC = 64 }; /* backend/cpu/panel.c's chain */
 
 static rg_backend *backend_no_amx(void) {
   assert_int_equal(setenv("REFGEO_MAX_ISA", "avx512", 1), 0);

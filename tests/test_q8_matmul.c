@@ -1,5 +1,5 @@
 /* test_q8_matmul.c: the 8-bit decode products (RG_FORM_FILE_Q8,
- * backend_cpu_q8.c) for every block format they cover, on random blocks,
+ * backend/cpu/q8/q8.c) for every block format they cover, on random blocks,
  * and on float matrices through their q8_0 copy (test_float_weights).
  *
  * Three independent checks per format and shape:
@@ -30,10 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/backend_cpu_internal.h"
-#include "model/backend_cpu_q8_internal.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/q8/q8_internal.h"
+#include "tensor/dtype.h"
 #include "block_products.h"
 #include "testlib.h"
 #include "util/error.h"
@@ -91,7 +91,7 @@ static float *check_isa(const char *cap, int type, int M, int K, int N, int fill
   assert_non_null(wq);
   assert_non_null(we);
   const bool engaged = wq->q8;
-  assert_int_equal(engaged, cpu_q8_supported(cpu(be), type, K));
+  assert_int_equal(engaged, cpu_q8_supported(cpu(be)->q8, type, K));
 
   float *y = product(be, wq, x, M, K, N, bw, NULL), *exact = product(be, we, x, M, K, N, NULL, NULL);
   int8_t *q = malloc((size_t)K);

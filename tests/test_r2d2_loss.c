@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "adv_ft/r2d2_loss.h"
-#include "model/backward.h"
-#include "model/forward.h"
+#include "engine/backward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"

@@ -61,9 +61,9 @@
 #include "adv_ft/r2d2_step.h"
 #include "adv_ft/test_case.h"
 #include "adv_ft/utility_data.h"
-#include "model/backward.h"
+#include "engine/backward.h"
 #include "model/prompt_encode.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 

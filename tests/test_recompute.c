@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backward.h"
-#include "model/forward.h"
-#include "model/weights.h"
+#include "engine/backward.h"
+#include "engine/forward.h"
+#include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/rng.h"

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dtype.h"
+#include "tensor/dtype.h"
 #include "model/model.h"
 #include "model/model_source.h"
-#include "model/safetensors.h"
-#include "model/safetensors_write.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_write.h"
 #include "util/error.h"
 #include "util/fileio.h"
 

@@ -10,7 +10,7 @@
 #include "testlib.h"
 
 #include "geometry/scores.h"
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -53,10 +53,10 @@
 #include <cjson/cJSON.h>
 
 #include "adv_ft/optimizer.h"
-#include "model/backward.h"
-#include "model/comm.h"
-#include "model/forward.h"
-#include "model/weights.h"
+#include "engine/backward.h"
+#include "dist/comm.h"
+#include "engine/forward.h"
+#include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -33,9 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
-#include "model/backend_cpu_internal.h"
-#include "model/dtype.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
+#include "tensor/dtype.h"
 #include "block_products.h"
 #include "testlib.h"
 
@@ -92,7 +92,7 @@ static void check_format(int type, int M, int K, int N, bool positive) {
   assert_non_null(wb);
   assert_false(wb->split);
   const bool engaged = ws->split;
-  assert_int_equal(engaged, cpu_split_supported(cpu(be), type, K));
+  assert_int_equal(engaged, cpu(be)->split && cpu_split_supported(type, K));
 
   float *y = product(be, ws, x, M, K, N, bs, NULL), *yb = product(blas, wb, x, M, K, N, NULL, NULL);
   float *twice = product(be, ws, x, M, K, N, NULL, y); /* y + the product again */

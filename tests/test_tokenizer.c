@@ -20,8 +20,8 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

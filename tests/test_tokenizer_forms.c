@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 

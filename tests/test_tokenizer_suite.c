@@ -32,8 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

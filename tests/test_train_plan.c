@@ -1,6 +1,6 @@
 /* test_train_plan: the memory plan (`refgeo train --plan`, adv_ft/train_plan.h).
  *
- * 1. The session walk (model/session_memory.h) against the real allocator:
+ * 1. The session walk (engine/session.h) against the real allocator:
  *    a SmolLM2 training session made on the CPU backend grows glibc's heap
  *    (mallinfo2: bytes in use in the arenas plus mmapped chunks; under ASan
  *    its allocator's count of live bytes) by the
@@ -33,11 +33,11 @@
 #include "adv_ft/train_config.h"
 #include "adv_ft/train_plan.h"
 #include "adv_ft/trainer.h"
-#include "model/backend_plan.h"
-#include "model/forward.h"
+#include "backend/plan.h"
+#include "engine/forward.h"
 #include "model/model.h"
-#include "model/session_memory.h"
-#include "model/weights.h"
+#include "engine/session.h"
+#include "engine/weights.h"
 #include "testlib.h"
 
 /* SmolLM2-135M-Instruct's config.json (HuggingFaceTB): hidden 576, 30

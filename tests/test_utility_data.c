@@ -18,7 +18,7 @@
 
 #include "adv_ft/utility_data.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -1,4 +1,4 @@
-/* test_weights.c: weights shared by sessions (model/weights.h) and backends
+/* test_weights.c: weights shared by sessions (engine/weights.h) and backends
  * with their own thread counts, on SmolLM2-135M (Q4_1).
  *
  * 1. An update reaches every session. Sessions made before the weights are
@@ -20,9 +20,9 @@
 #include <string.h>
 
 #include "adv_ft/optimizer.h"
-#include "model/backward.h"
-#include "model/forward.h"
-#include "model/weights.h"
+#include "engine/backward.h"
+#include "engine/forward.h"
+#include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 

@@ -1,3 +1,4 @@
+/* testlib.c: helpers shared by the cmocka tests (testlib.h). */
 #include "testlib.h"
 
 #include <stdio.h>
@@ -8,13 +9,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "model/backend.h"
-#include "model/blas_core.h"
+#include "backend/backend.h"
+#include "backend/cpu/blas_core.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
 /* Every test program runs the OpenBLAS kernels that the CLI runs
- * (model/blas_core.h, tools/cli.h cli_runtime_env): tests compare results
+ * (backend/cpu/blas_core.h, tools/cli.h cli_runtime_env): tests compare results
  * computed in their own process with the CLI's bit for bit, and two kernel
  * sets round differently. OpenBLAS reads OPENBLAS_CORETYPE as it loads,
  * before any constructor of the program, so the program restarts itself

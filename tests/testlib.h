@@ -8,7 +8,7 @@
 #include <setjmp.h> /* cmocka needs these three first */
 #include <cmocka.h>
 
-#include "model/forward.h"
+#include "engine/forward.h"
 
 /* The value of an environment variable set by tests/CMakeLists.txt; fails the
  * test (does not skip) when it is missing, since scripts/test.sh sets all. */

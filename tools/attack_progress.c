@@ -1,3 +1,4 @@
+/* attack_progress.c: what `refgeo attack` has finished, for a rerun to continue (attack_progress.h). */
 #include "attack_progress.h"
 
 #include <errno.h>

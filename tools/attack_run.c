@@ -18,9 +18,10 @@
 #include "harmbench/asr_run.h"
 #include "harmbench/completions.h"
 #include "harmbench/refusal_match.h"
-#include "model/generate.h"
+#include "engine/generate.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -112,15 +113,9 @@ static char *check_generation(void *user, const int32_t *suffix, int n_suffix, i
   return gen;
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Attacks one behavior; *r gets its result (r->test_case malloc'd). */
 static int attack_one(attack_job *j, const rg_behavior *b, const char *target, attack_result *r) {
-  const double t0 = now_seconds();
+  const double t0 = rg_now_seconds();
   j->current = b;
   char *instr = rg_behavior_direct_request(b);
   char *behavior = instr ? malloc(strlen(instr) + 2) : NULL;
@@ -164,7 +159,7 @@ static int attack_one(attack_job *j, const rg_behavior *b, const char *target, a
   if (rc == 0) {
     *r = (attack_result){.behavior_id = b->id, .test_case = tc, .stop_reason = rg_gcg_stop_reason_name(why),
                          .steps = n_steps, .final_loss = n_steps ? losses[n_steps - 1] : 0.0,
-                         .seconds = now_seconds() - t0};
+                         .seconds = rg_now_seconds() - t0};
     rg_progress_note(&j->bar, "%s: %d steps, loss %.4f, stopped by %s", b->id, n_steps, r->final_loss,
                      r->stop_reason);
   }

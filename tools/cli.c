@@ -1,3 +1,4 @@
+/* cli.c: the flag parser and output helpers shared by the subcommands (cli.h). */
 #include "cli.h"
 
 #include <errno.h>
@@ -6,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/backend.h"
-#include "model/blas_core.h"
+#include "backend/backend.h"
+#include "backend/cpu/blas_core.h"
 #include "util/error.h"
 
 static void print_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts) {

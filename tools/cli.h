@@ -61,7 +61,7 @@ typedef struct {
  * when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set.
  *
  * OPENBLAS_CORETYPE, only where OpenBLAS fell back to kernels without AVX2 on
- * a CPU that has it (model/blas_core.h). */
+ * a CPU that has it (backend/cpu/blas_core.h). */
 void cli_runtime_env(char **argv);
 
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Positional
@@ -81,7 +81,7 @@ bool cli_verbosity_flag(const char *arg);
 /* --device NAME, which every command takes too (cli_parse handles it):
  * the backend every model of the command runs on ("cpu", the default;
  * "cuda[:N]", "hip[:N]" in a GPU build), as REFGEO_DEVICE in the
- * environment (model/backend.h rg_backend_default_name). 0 or -1. */
+ * environment (backend/backend.h rg_backend_default_name). 0 or -1. */
 int cli_set_device(const char *name);
 /* Where progress and per-step lines go: stderr, or NULL under --quiet. */
 FILE *cli_log(void);

@@ -1,3 +1,4 @@
+/* cli_intervention.c: the --ablate / --actadd / --coeff flags (cli_intervention.h). */
 #include "cli_intervention.h"
 
 #include <math.h>

@@ -12,7 +12,7 @@
 #define RG_CLI_INTERVENTION_H
 
 #include "cli.h"
-#include "model/hooks.h"
+#include "engine/hooks.h"
 #include "model/model.h"
 
 typedef struct {

@@ -30,7 +30,8 @@
  * harmbench/classifiers.h (refusal-harmbench, refusal-advbench, refusal-rd,
  * refusal-xstest, judge with --judge MODEL).
  * Data files default to harmbench/ in refgeo's data folder (cli_data.h:
- * $REFGEO_DATA, else data/ beside the executable or its folder).
+ * installed share/refgeo, $REFGEO_DATA, data/ near the executable, the
+ * source tree of its build folder).
  * --ablate / --actadd (cli_intervention.h) generate under that intervention:
  * the attack is named e.g. "DirectRequest+ablate(step=0;pos=-1;layer=12)"
  * and its completions go to completions_step<N>_ablate_<hash>.json.
@@ -340,225 +341,273 @@ static int write_summary(const char *dir, const cJSON *summary) {
   return rc;
 }
 
-int cmd_asr(int argc, char **argv) {
-  char *default_prompts = cli_data_path("harmbench/classifier_prompts.json"),
-       *default_substrings = cli_data_path("harmbench/refusal_substrings.json");
-  if (!default_prompts || !default_substrings) {
-    free(default_prompts), free(default_substrings);
-    return cli_fail();
-  }
-  cli_series cs = {0};
-  const char *behaviors_path = NULL, *out_dir = NULL, *attack = NULL, *test_cases_path = NULL, *attack_name = "FixedSource",
-             *category_name = "all", *judge_path = NULL, *chat_template = NULL,
-             *prompts_path = default_prompts, *substrings = default_substrings, *prompt_csv_path = NULL,
-             *prompt_column = "prompt";
-  int max_new = 512, batch = 8, limit = 0, threads = 0;
-  bool json = false, fast_decode = false;
-  /* --attack gcg's flags; NOT_GIVEN until given (they need --attack gcg) */
-  enum { NOT_GIVEN = INT_MIN };
-  int gcg_steps = NOT_GIVEN, gcg_width = NOT_GIVEN, gcg_top_k = NOT_GIVEN, gcg_eval_steps = NOT_GIVEN,
-      gcg_batch = NOT_GIVEN, gcg_seed = NOT_GIVEN, gcg_screen = NOT_GIVEN;
-  double gcg_check_min_loss = NAN;
-  const char *gcg_targets = NULL, *gcg_init = NULL;
-  bool gcg_no_retokenize = false, transfer = false;
-  cli_intervention ci = {.coeff = NAN};
-  cli_list cls_names = {0}, group_columns = {0};
+/* --attack gcg's flags hold NOT_GIVEN until given (they need --attack gcg). */
+enum { NOT_GIVEN = INT_MIN };
+
+/* asr's command line. */
+typedef struct {
+  cli_series cs;
+  const char *behaviors_path, *out_dir, *attack, *test_cases_path, *attack_name, *category_name, *judge_path,
+      *chat_template, *prompts_path, *substrings, *prompt_csv_path, *prompt_column;
+  int max_new, batch, limit, threads;
+  bool json, fast_decode;
+  int gcg_steps, gcg_width, gcg_top_k, gcg_eval_steps, gcg_batch, gcg_seed, gcg_screen;
+  double gcg_check_min_loss;
+  const char *gcg_targets, *gcg_init;
+  bool gcg_no_retokenize, transfer;
+  cli_intervention ci;
+  cli_list cls_names, group_columns;
+  char *default_prompts, *default_substrings, *default_targets; /* owned: the data folder's files */
+} asr_flags;
+
+static void flags_free(asr_flags *f) {
+  cli_list_free(&f->cls_names);
+  cli_list_free(&f->group_columns);
+  free(f->default_prompts), free(f->default_substrings), free(f->default_targets);
+}
+
+static bool is_gcg(const asr_flags *f) { return f->attack && strcmp(f->attack, "gcg") == 0; }
+
+/* Fills F from the command line: 0, 1 for --help, or -1 with the error set. */
+static int parse_flags(int argc, char **argv, asr_flags *f) {
+  *f = (asr_flags){.attack_name = "FixedSource", .category_name = "all", .prompt_column = "prompt",
+                   .max_new = 512, .batch = 8, .gcg_steps = NOT_GIVEN, .gcg_width = NOT_GIVEN,
+                   .gcg_top_k = NOT_GIVEN, .gcg_eval_steps = NOT_GIVEN, .gcg_batch = NOT_GIVEN,
+                   .gcg_seed = NOT_GIVEN, .gcg_screen = NOT_GIVEN, .gcg_check_min_loss = NAN,
+                   .ci = {.coeff = NAN}};
+  f->default_prompts = cli_data_path("harmbench/classifier_prompts.json");
+  f->default_substrings = cli_data_path("harmbench/refusal_substrings.json");
+  if (!f->default_prompts || !f->default_substrings) return -1;
+  f->prompts_path = f->default_prompts;
+  f->substrings = f->default_substrings;
   const cli_opt opts[] = {
-      CLI_SERIES_OPTS(&cs),
-      {"behaviors", CLI_STRING, &behaviors_path, "HarmBench behaviors CSV"},
-      {"prompts", CLI_STRING, &prompt_csv_path, "instead of --behaviors: any CSV of prompts (e.g. XSTest's)"},
-      {"prompt-column", CLI_STRING, &prompt_column, "the prompt column of --prompts (prompt)"},
-      {"group-column", CLI_MULTI, &group_columns,
+      CLI_SERIES_OPTS(&f->cs),
+      {"behaviors", CLI_STRING, &f->behaviors_path, "HarmBench behaviors CSV"},
+      {"prompts", CLI_STRING, &f->prompt_csv_path, "instead of --behaviors: any CSV of prompts (e.g. XSTest's)"},
+      {"prompt-column", CLI_STRING, &f->prompt_column, "the prompt column of --prompts (prompt)"},
+      {"group-column", CLI_MULTI, &f->group_columns,
        "a column of --prompts to report refusal rates by (repeatable; XSTest over-refusal: data/xstest/"
        "xstest_prompts.csv --group-column label --classifier refusal-xstest)"},
-      {"out", CLI_STRING, &out_dir, "output directory (created; completions and tables are resumed)"},
-      {"attack", CLI_STRING, &attack, "DirectRequest (default without --test-cases), or gcg: adaptive GCG per checkpoint"},
-      {"test-cases", CLI_STRING, &test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},
-      {"attack-name", CLI_STRING, &attack_name, "attack name of --test-cases (FixedSource)"},
-      {"functional-category", CLI_STRING, &category_name, "standard, contextual or all non-copyright (all)"},
-      {"max-new-tokens", CLI_INT, &max_new, "most tokens per completion (512)"},
-      {"batch", CLI_INT, &batch, "prompts generated together (8)"},
-      {"classifier", CLI_MULTI, &cls_names,
+      {"out", CLI_STRING, &f->out_dir, "output directory (created; completions and tables are resumed)"},
+      {"attack", CLI_STRING, &f->attack, "DirectRequest (default without --test-cases), or gcg: adaptive GCG per checkpoint"},
+      {"test-cases", CLI_STRING, &f->test_cases_path, "fixed-source test cases {BehaviorID: [case, ...]}"},
+      {"attack-name", CLI_STRING, &f->attack_name, "attack name of --test-cases (FixedSource)"},
+      {"functional-category", CLI_STRING, &f->category_name, "standard, contextual or all non-copyright (all)"},
+      {"max-new-tokens", CLI_INT, &f->max_new, "most tokens per completion (512)"},
+      {"batch", CLI_INT, &f->batch, "prompts generated together (8)"},
+      {"classifier", CLI_MULTI, &f->cls_names,
        "refusal-harmbench (default), refusal-advbench, refusal-rd, refusal-xstest, judge"},
-      {"judge", CLI_STRING, &judge_path, "judge model for --classifier judge"},
-      {"classifier-prompts", CLI_STRING, &prompts_path, "HarmBench classifier_prompts.json (data/harmbench/)"},
-      {"refusal-substrings", CLI_STRING, &substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
-      {"limit", CLI_INT, &limit, "score only the first N selected behaviors"},
-      {"chat-template", CLI_STRING, &chat_template, "chat format name (default: detect)"},
-      {"steps", CLI_INT, &gcg_steps, "--attack gcg: GCG steps per behavior (500)"},
-      {"search-width", CLI_INT, &gcg_width, "--attack gcg: candidates per step (512)"},
-      {"top-k", CLI_INT, &gcg_top_k, "--attack gcg: tokens per position to sample from (256)"},
-      {"eval-steps", CLI_INT, &gcg_eval_steps, "--attack gcg: run the refusal check every N steps (50)"},
-      {"check-refusal-min-loss", CLI_FLOAT, &gcg_check_min_loss,
+      {"judge", CLI_STRING, &f->judge_path, "judge model for --classifier judge"},
+      {"classifier-prompts", CLI_STRING, &f->prompts_path, "HarmBench classifier_prompts.json (data/harmbench/)"},
+      {"refusal-substrings", CLI_STRING, &f->substrings, "HarmBench refusal_substrings.json (data/harmbench/)"},
+      {"limit", CLI_INT, &f->limit, "score only the first N selected behaviors"},
+      {"chat-template", CLI_STRING, &f->chat_template, "chat format name (default: detect)"},
+      {"steps", CLI_INT, &f->gcg_steps, "--attack gcg: GCG steps per behavior (500)"},
+      {"search-width", CLI_INT, &f->gcg_width, "--attack gcg: candidates per step (512)"},
+      {"top-k", CLI_INT, &f->gcg_top_k, "--attack gcg: tokens per position to sample from (256)"},
+      {"eval-steps", CLI_INT, &f->gcg_eval_steps, "--attack gcg: run the refusal check every N steps (50)"},
+      {"check-refusal-min-loss", CLI_FLOAT, &f->gcg_check_min_loss,
        "--attack gcg: run the refusal check only below this loss (0.05; 0: never)"},
-      {"gcg-batch", CLI_INT, &gcg_batch, "--attack gcg: candidates evaluated together (32)"},
-      {"screen", CLI_INT, &gcg_screen, "--attack gcg: screen candidates on 8-bit activations, keep K (0: off)"},
-      {"targets", CLI_STRING, &gcg_targets, "--attack gcg: HarmBench targets JSON (data/harmbench/)"},
-      {"seed", CLI_INT, &gcg_seed, "--attack gcg: sampling seed (0)"},
-      {"init-suffix", CLI_STRING, &gcg_init, "--attack gcg: initial suffix text (20 \"!\")"},
-      {"no-retokenize-filter", CLI_BOOL, &gcg_no_retokenize,
+      {"gcg-batch", CLI_INT, &f->gcg_batch, "--attack gcg: candidates evaluated together (32)"},
+      {"screen", CLI_INT, &f->gcg_screen, "--attack gcg: screen candidates on 8-bit activations, keep K (0: off)"},
+      {"targets", CLI_STRING, &f->gcg_targets, "--attack gcg: HarmBench targets JSON (data/harmbench/)"},
+      {"seed", CLI_INT, &f->gcg_seed, "--attack gcg: sampling seed (0)"},
+      {"init-suffix", CLI_STRING, &f->gcg_init, "--attack gcg: initial suffix text (20 \"!\")"},
+      {"no-retokenize-filter", CLI_BOOL, &f->gcg_no_retokenize,
        "--attack gcg: keep candidates whose suffix does not re-tokenize to itself (HarmBench drops them)"},
-      {"transfer", CLI_BOOL, &transfer,
+      {"transfer", CLI_BOOL, &f->transfer,
        "--attack gcg: score every step's test cases on every other step too (transfer.csv)"},
-      CLI_INTERVENTION_OPTS(&ci),
-      {"threads", CLI_INT, &threads, "CPU threads (all)"},
-      {"fast-decode", CLI_BOOL, &fast_decode,
+      CLI_INTERVENTION_OPTS(&f->ci),
+      {"threads", CLI_INT, &f->threads, "CPU threads (all)"},
+      {"fast-decode", CLI_BOOL, &f->fast_decode,
        "generate completions on 8-bit activations, as llama.cpp (default: float32)"},
-      {"json", CLI_BOOL, &json, "print the run summary as JSON"},
+      {"json", CLI_BOOL, &f->json, "print the run summary as JSON"},
   };
   const char *pos[1];
   int n_pos = 0;
   int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
                      CLI_SERIES_USAGE " (--behaviors CSV | --prompts CSV) --out DIR [flags]\n\nexample: refgeo asr --run-dir runs/demo --behaviors data/harmbench/harmbench_behaviors_text_val.csv --functional-category standard --max-new-tokens 64 --out runs/demo/asr", pos, 1, &n_pos);
-  if (rc == 0) rc = cli_take_model(&cs.model, pos, &n_pos);
-  if (rc != 0) {
-    cli_list_free(&cls_names);
-    cli_list_free(&group_columns);
-    free(default_prompts), free(default_substrings);
-    return rc > 0 ? 0 : cli_fail();
+  if (rc == 0) rc = cli_take_model(&f->cs.model, pos, &n_pos);
+  return rc;
+}
+
+/* The flags that only make sense together: 0, or -1 with the first
+ * conflict's error set. */
+static int check_flags(const asr_flags *f) {
+  const bool gcg = is_gcg(f);
+  if (!f->behaviors_path == !f->prompt_csv_path)
+    return rg_error_set("--behaviors / --prompts: give exactly one (a HarmBench behaviors CSV or a prompt CSV)");
+  if (f->group_columns.n > 0 && !f->prompt_csv_path) return rg_error_set("--group-column: only with --prompts");
+  if (!f->out_dir) return rg_error_set("--out: missing (give an output directory)");
+  if (f->attack && f->test_cases_path) return rg_error_set("--attack: not with --test-cases (use --attack-name)");
+  if (f->attack && strcmp(f->attack, "DirectRequest") != 0 && !gcg)
+    return rg_error_set("--attack: unknown attack '%s' (DirectRequest, gcg, or --test-cases FILE)", f->attack);
+  const bool gcg_flags = f->gcg_steps != NOT_GIVEN || f->gcg_width != NOT_GIVEN || f->gcg_top_k != NOT_GIVEN ||
+                         f->gcg_eval_steps != NOT_GIVEN || f->gcg_batch != NOT_GIVEN || f->gcg_seed != NOT_GIVEN ||
+                         f->gcg_screen != NOT_GIVEN || !isnan(f->gcg_check_min_loss) || f->gcg_targets ||
+                         f->gcg_init || f->gcg_no_retokenize || f->transfer;
+  if (!gcg && gcg_flags)
+    return rg_error_set("--steps, --search-width, --top-k, --eval-steps, --check-refusal-min-loss, --gcg-batch, "
+                        "--screen, --targets, --seed, --init-suffix, --no-retokenize-filter, --transfer: only with "
+                        "--attack gcg");
+  if (gcg && f->prompt_csv_path) return rg_error_set("--attack gcg: needs --behaviors (GCG attacks behaviors with targets)");
+  if (f->max_new < 1) return rg_error_set("--max-new-tokens: %d is not positive", f->max_new);
+  if (cli_require_positive("batch", f->batch) < 0) return -1;
+  if (f->limit < 0) return rg_error_set("--limit: %d is negative", f->limit);
+  return 0;
+}
+
+/* The GCG attack --attack gcg runs, its defaults HarmBench's. */
+static attack_spec gcg_spec_of(const asr_flags *f, const rg_behaviors *behaviors) {
+  return (attack_spec){
+      .behaviors = behaviors,
+      .targets_path = f->gcg_targets,
+      .substrings = f->substrings,
+      .chat_template = f->chat_template,
+      .init_suffix = f->gcg_init,
+      .category = f->category_name,
+      .limit = f->limit,
+      .go = {.steps = f->gcg_steps == NOT_GIVEN ? 500 : f->gcg_steps,
+             .search_width = f->gcg_width == NOT_GIVEN ? 512 : f->gcg_width,
+             .top_k = f->gcg_top_k == NOT_GIVEN ? 256 : f->gcg_top_k,
+             .seed = (uint64_t)(unsigned)(f->gcg_seed == NOT_GIVEN ? 0 : f->gcg_seed),
+             .retokenize_filter = !f->gcg_no_retokenize,
+             .screen_keep = f->gcg_screen == NOT_GIVEN ? 0 : f->gcg_screen},
+      .eval_steps = f->gcg_eval_steps == NOT_GIVEN ? 50 : f->gcg_eval_steps,
+      .check_min_loss = isnan(f->gcg_check_min_loss) ? 0.05 : f->gcg_check_min_loss,
+      .batch = f->gcg_batch == NOT_GIVEN ? 32 : f->gcg_batch,
+      .threads = f->threads};
+}
+
+/* The summary's fields that describe the run (asr_run.json, --json). */
+static cJSON *summary_new(const asr_flags *f, const char *attack_label, const rg_behaviors *behaviors,
+                          size_t n_cases, int n_copyright) {
+  cJSON *summary = cJSON_CreateObject();
+  if (!summary) return NULL;
+  cJSON_AddStringToObject(summary, "attack", attack_label);
+  cJSON_AddStringToObject(summary, f->behaviors_path ? "behaviors" : "prompts", behaviors->path);
+  if (f->prompt_csv_path) cJSON_AddStringToObject(summary, "prompt_column", f->prompt_column);
+  if (f->test_cases_path) cJSON_AddStringToObject(summary, "test_cases", f->test_cases_path);
+  cJSON_AddStringToObject(summary, "functional_category", f->category_name);
+  cJSON_AddNumberToObject(summary, "n_test_cases", (double)n_cases);
+  cJSON_AddNumberToObject(summary, "copyright_excluded", n_copyright);
+  cJSON_AddStringToObject(summary, "note", "copyright behaviors are judged by hashing in HarmBench; "
+                                           "refgeo leaves them out of the ASR");
+  cJSON_AddNumberToObject(summary, "max_new_tokens", f->max_new);
+  if (f->judge_path) cJSON_AddStringToObject(summary, "judge", f->judge_path);
+  cJSON_AddArrayToObject(summary, "results");
+  return summary;
+}
+
+/* The summary's record of the GCG settings. */
+static void summary_add_gcg(cJSON *summary, const attack_spec *spec) {
+  cJSON *g = cJSON_AddObjectToObject(summary, "gcg");
+  cJSON_AddNumberToObject(g, "steps", spec->go.steps);
+  cJSON_AddNumberToObject(g, "search_width", spec->go.search_width);
+  cJSON_AddNumberToObject(g, "top_k", spec->go.top_k);
+  cJSON_AddNumberToObject(g, "eval_steps", spec->eval_steps);
+  cJSON_AddNumberToObject(g, "check_refusal_min_loss", spec->check_min_loss);
+  cJSON_AddNumberToObject(g, "seed", (double)spec->go.seed);
+  cJSON_AddNumberToObject(g, "screen_keep", spec->go.screen_keep);
+  cJSON_AddBoolToObject(g, "retokenize_filter", spec->go.retokenize_filter);
+  cJSON_AddStringToObject(g, "targets", spec->targets_path);
+}
+
+/* An intervention is part of the attack's name, and its completions get a
+ * file of their own (TAG), so that a rerun never resumes unablated
+ * completions. 0, or -1 with the error set. */
+static int attack_label_of(const asr_flags *f, char *label, size_t label_cap, char *tag, size_t tag_cap) {
+  char iv_label[256];
+  if (cli_intervention_label(&f->ci, iv_label, sizeof iv_label) < 0) return -1;
+  snprintf(label, label_cap, "%s%s", is_gcg(f) ? "adaptive_gcg" : f->test_cases_path ? f->attack_name : "DirectRequest",
+           iv_label);
+  tag[0] = '\0';
+  if (iv_label[0]) {
+    uint32_t h = 2166136261u; /* FNV-1a of the label */
+    for (const char *c = iv_label; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
+    snprintf(tag, tag_cap, "%s%s_%08x", f->ci.ablate ? "_ablate" : "", f->ci.actadd ? "_actadd" : "", (unsigned)h);
   }
+  return 0;
+}
+
+/* Reads the inputs, scores every checkpoint, writes the tables: 0, or -1
+ * with the error set. */
+static int run_asr(asr_flags *f) {
   rg_checkpoint_series *series = NULL;
   rg_behaviors *behaviors_csv = NULL;
   rg_prompt_csv *prompt_csv = NULL;
   const rg_behaviors *behaviors = NULL; /* of --behaviors or --prompts */
   rg_completions fixed = {0}, cases = {0};
   classifier cls[rg_classifier_count()];
-  int n_cls = 0, n_copyright = 0, status = 1;
+  int n_cls = 0, n_copyright = 0, status = -1;
   rg_model *judge = NULL;
   rg_classifier_prompts judge_prompts = {0};
   cJSON *summary = NULL;
   rg_asr_category cat;
   bool has_judge = false;
 
-  const bool gcg = attack && strcmp(attack, "gcg") == 0;
-  char *default_targets = NULL;
-  if (!behaviors_path == !prompt_csv_path)
-    rc = rg_error_set("--behaviors / --prompts: give exactly one (a HarmBench behaviors CSV or a prompt CSV)");
-  else if (group_columns.n > 0 && !prompt_csv_path) rc = rg_error_set("--group-column: only with --prompts");
-  else if (!out_dir) rc = rg_error_set("--out: missing (give an output directory)");
-  else if (attack && test_cases_path) rc = rg_error_set("--attack: not with --test-cases (use --attack-name)");
-  else if (attack && strcmp(attack, "DirectRequest") != 0 && strcmp(attack, "gcg") != 0)
-    rc = rg_error_set("--attack: unknown attack '%s' (DirectRequest, gcg, or --test-cases FILE)", attack);
-  else if (!gcg && (gcg_steps != NOT_GIVEN || gcg_width != NOT_GIVEN || gcg_top_k != NOT_GIVEN ||
-                    gcg_eval_steps != NOT_GIVEN || gcg_batch != NOT_GIVEN || gcg_seed != NOT_GIVEN ||
-                    gcg_screen != NOT_GIVEN || !isnan(gcg_check_min_loss) || gcg_targets || gcg_init ||
-                    gcg_no_retokenize || transfer))
-    rc = rg_error_set("--steps, --search-width, --top-k, --eval-steps, --check-refusal-min-loss, --gcg-batch, "
-                      "--screen, --targets, --seed, --init-suffix, --no-retokenize-filter, --transfer: only with "
-                      "--attack gcg");
-  else if (gcg && prompt_csv_path) rc = rg_error_set("--attack gcg: needs --behaviors (GCG attacks behaviors with targets)");
-  else if (max_new < 1) rc = rg_error_set("--max-new-tokens: %d is not positive", max_new);
-  else if (cli_require_positive("batch", batch) < 0) rc = -1;
-  else if (limit < 0) rc = rg_error_set("--limit: %d is negative", limit);
-  if (rc < 0) goto end;
-  if (rg_asr_category_from_name(category_name, &cat) < 0) {
+  if (rg_asr_category_from_name(f->category_name, &cat) < 0) {
     rg_error_prefix("--functional-category");
     goto end;
   }
-  if (!(series = cli_series_open(&cs))) goto end;
-  if (behaviors_path ? !(behaviors = behaviors_csv = rg_behaviors_read(behaviors_path))
-                     : !(prompt_csv = rg_prompt_csv_read(prompt_csv_path, prompt_column, group_columns.items,
-                                                         group_columns.n)))
+  if (!(series = cli_series_open(&f->cs))) goto end;
+  if (f->behaviors_path ? !(behaviors = behaviors_csv = rg_behaviors_read(f->behaviors_path))
+                        : !(prompt_csv = rg_prompt_csv_read(f->prompt_csv_path, f->prompt_column,
+                                                            f->group_columns.items, f->group_columns.n)))
     goto end;
   if (prompt_csv) behaviors = prompt_csv->behaviors;
-  if (test_cases_path && rg_test_cases_read(test_cases_path, &fixed) < 0) goto end;
-  if (rg_asr_select_cases(behaviors, test_cases_path ? &fixed : NULL, test_cases_path, cat, limit, &cases,
+  if (f->test_cases_path && rg_test_cases_read(f->test_cases_path, &fixed) < 0) goto end;
+  if (rg_asr_select_cases(behaviors, f->test_cases_path ? &fixed : NULL, f->test_cases_path, cat, f->limit, &cases,
                           &n_copyright) < 0)
     goto end;
   if (cases.n == 0) {
-    rg_error_set("%s: no test cases for the selected behaviors", test_cases_path ? test_cases_path : behaviors->path);
+    rg_error_set("%s: no test cases for the selected behaviors",
+                 f->test_cases_path ? f->test_cases_path : behaviors->path);
     goto end;
   }
-  if (load_classifiers(&cls_names, substrings, cls, &n_cls) < 0) goto end;
+  if (load_classifiers(&f->cls_names, f->substrings, cls, &n_cls) < 0) goto end;
   for (int k = 0; k < n_cls; k++) has_judge |= cls[k].info->kind == RG_CLASSIFIER_JUDGE;
-  if (has_judge != !!judge_path) {
+  if (has_judge != !!f->judge_path) {
     rg_error_set(has_judge ? "--judge: missing (--classifier judge needs a judge model)"
                            : "--judge: only with --classifier judge");
     goto end;
   }
-  if (has_judge && (rg_classifier_prompts_load(prompts_path, &judge_prompts) < 0 ||
-                    !(judge = rg_model_load(judge_path))))
+  if (has_judge && (rg_classifier_prompts_load(f->prompts_path, &judge_prompts) < 0 ||
+                    !(judge = rg_model_load(f->judge_path))))
     goto end;
-  if (rg_mkdir_p(out_dir) < 0) goto end;
+  if (rg_mkdir_p(f->out_dir) < 0) goto end;
 
-  /* An intervention is part of the attack's name, and its completions get a
-   * file of their own, so that a rerun never resumes unablated completions. */
-  char iv_label[256], attack_buf[512], tag[64] = "";
-  if (cli_intervention_label(&ci, iv_label, sizeof iv_label) < 0) goto end;
-  snprintf(attack_buf, sizeof attack_buf, "%s%s",
-           gcg ? "adaptive_gcg" : test_cases_path ? attack_name : "DirectRequest", iv_label);
-  const char *attack_label = attack_buf;
-  if (iv_label[0]) {
-    uint32_t h = 2166136261u; /* FNV-1a of the label */
-    for (const char *c = iv_label; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
-    snprintf(tag, sizeof tag, "%s%s_%08x", ci.ablate ? "_ablate" : "", ci.actadd ? "_actadd" : "", (unsigned)h);
+  char attack_label[512], tag[64];
+  if (attack_label_of(f, attack_label, sizeof attack_label, tag, sizeof tag) < 0) goto end;
+  if (!(summary = summary_new(f, attack_label, behaviors, cases.n, n_copyright))) {
+    rg_error_set("out of memory");
+    goto end;
   }
-  summary = cJSON_CreateObject();
-  cJSON_AddStringToObject(summary, "attack", attack_label);
-  cJSON_AddStringToObject(summary, behaviors_path ? "behaviors" : "prompts", behaviors->path);
-  if (prompt_csv) cJSON_AddStringToObject(summary, "prompt_column", prompt_column);
-  if (test_cases_path) cJSON_AddStringToObject(summary, "test_cases", test_cases_path);
-  cJSON_AddStringToObject(summary, "functional_category", category_name);
-  cJSON_AddNumberToObject(summary, "n_test_cases", (double)cases.n);
-  cJSON_AddNumberToObject(summary, "copyright_excluded", n_copyright);
-  cJSON_AddStringToObject(summary, "note", "copyright behaviors are judged by hashing in HarmBench; "
-                                           "refgeo leaves them out of the ASR");
-  cJSON_AddNumberToObject(summary, "max_new_tokens", max_new);
-  if (judge_path) cJSON_AddStringToObject(summary, "judge", judge_path);
-  cJSON_AddArrayToObject(summary, "results");
-  if (!json)
+  if (!f->json)
     printf("%zu test cases (%s); %d copyright behaviors excluded from ASR\n", cases.n, attack_label, n_copyright);
 
   asr_job job = {.behaviors = behaviors, .prompt_csv = prompt_csv, .cases = &cases, .attack = attack_label,
-                 .completions_tag = tag, .intervention = &ci, .out_dir = out_dir,
-                 .chat_template = chat_template,
-                 .gen = {.max_new_tokens = max_new, .batch = batch, .threads = threads, .fast_decode = fast_decode},
-                 .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = json};
-  if (gcg) {
-    if (!gcg_targets && !(gcg_targets = default_targets = cli_data_path("harmbench/harmbench_targets_text.json")))
+                 .completions_tag = tag, .intervention = &f->ci, .out_dir = f->out_dir,
+                 .chat_template = f->chat_template,
+                 .gen = {.max_new_tokens = f->max_new, .batch = f->batch, .threads = f->threads,
+                         .fast_decode = f->fast_decode},
+                 .cls = cls, .n_cls = n_cls, .judge = judge, .judge_prompts = &judge_prompts, .json = f->json};
+  if (is_gcg(f)) {
+    if (!f->gcg_targets &&
+        !(f->gcg_targets = f->default_targets = cli_data_path("harmbench/harmbench_targets_text.json")))
       goto end;
-    const attack_spec spec = {
-        .behaviors = behaviors,
-        .targets_path = gcg_targets,
-        .substrings = substrings,
-        .chat_template = chat_template,
-        .init_suffix = gcg_init,
-        .category = category_name,
-        .limit = limit,
-        .go = {.steps = gcg_steps == NOT_GIVEN ? 500 : gcg_steps,
-               .search_width = gcg_width == NOT_GIVEN ? 512 : gcg_width,
-               .top_k = gcg_top_k == NOT_GIVEN ? 256 : gcg_top_k,
-               .seed = (uint64_t)(unsigned)(gcg_seed == NOT_GIVEN ? 0 : gcg_seed),
-               .retokenize_filter = !gcg_no_retokenize,
-               .screen_keep = gcg_screen == NOT_GIVEN ? 0 : gcg_screen},
-        .eval_steps = gcg_eval_steps == NOT_GIVEN ? 50 : gcg_eval_steps,
-        .check_min_loss = isnan(gcg_check_min_loss) ? 0.05 : gcg_check_min_loss,
-        .batch = gcg_batch == NOT_GIVEN ? 32 : gcg_batch,
-        .threads = threads};
-    cJSON *g = cJSON_AddObjectToObject(summary, "gcg");
-    cJSON_AddNumberToObject(g, "steps", spec.go.steps);
-    cJSON_AddNumberToObject(g, "search_width", spec.go.search_width);
-    cJSON_AddNumberToObject(g, "top_k", spec.go.top_k);
-    cJSON_AddNumberToObject(g, "eval_steps", spec.eval_steps);
-    cJSON_AddNumberToObject(g, "check_refusal_min_loss", spec.check_min_loss);
-    cJSON_AddNumberToObject(g, "seed", (double)spec.go.seed);
-    cJSON_AddNumberToObject(g, "screen_keep", spec.go.screen_keep);
-    cJSON_AddBoolToObject(g, "retokenize_filter", spec.go.retokenize_filter);
-    cJSON_AddStringToObject(g, "targets", spec.targets_path);
-    if (attack_spec_check(&spec) < 0 || run_adaptive(&job, &spec, series, cat, limit, transfer, summary) < 0) goto end;
+    const attack_spec spec = gcg_spec_of(f, behaviors);
+    summary_add_gcg(summary, &spec);
+    if (attack_spec_check(&spec) < 0 || run_adaptive(&job, &spec, series, cat, f->limit, f->transfer, summary) < 0)
+      goto end;
   } else {
     for (int i = 0; i < series->n; i++)
       if (run_step(&job, &series->items[i], summary, NULL) < 0) goto end;
   }
-  if (write_summary(out_dir, summary) < 0) goto end;
-  if (json) {
-    char *s = cJSON_Print(summary);
-    if (s) printf("%s\n", s);
-    free(s);
-  }
+  if (write_summary(f->out_dir, summary) < 0) goto end;
+  if (f->json && cli_print_json(cJSON_Duplicate(summary, true)) < 0) goto end;
   status = 0;
 end:
-  if (status) cli_fail();
   cJSON_Delete(summary);
   rg_model_free(judge);
   rg_classifier_prompts_free(&judge_prompts);
@@ -568,8 +617,14 @@ end:
   rg_behaviors_free(behaviors_csv);
   rg_prompt_csv_free(prompt_csv);
   rg_checkpoints_free(series);
-  cli_list_free(&cls_names);
-  cli_list_free(&group_columns);
-  free(default_prompts), free(default_substrings), free(default_targets);
   return status;
+}
+
+int cmd_asr(int argc, char **argv) {
+  asr_flags f;
+  int rc = parse_flags(argc, argv, &f);
+  if (rc == 0) rc = check_flags(&f);
+  if (rc == 0) rc = run_asr(&f);
+  flags_free(&f);
+  return rc > 0 ? 0 : rc < 0 ? cli_fail() : 0;
 }

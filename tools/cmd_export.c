@@ -1,7 +1,7 @@
 /* cmd_export: `refgeo export (MODEL | --model PATH) --out DIR [--dtype T]
  * [--threads N]` writes MODEL (a GGUF file or an HF directory) as the
  * Hugging Face directory DIR, exactly as the trainer writes its checkpoints
- * (model/hf_write.h): config.json, model.safetensors, tokenizer.json,
+ * (engine/hf_write.h): config.json, model.safetensors, tokenizer.json,
  * tokenizer_config.json, generation_config.json, written into DIR.tmp and
  * renamed. A GGUF's tokenizer is exported and its q/k rows un-permuted, so
  * transformers loads DIR as the same model. DIR must not exist. */
@@ -9,9 +9,9 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/hf_write.h"
+#include "engine/hf_write.h"
 #include "model/model.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 #include "util/error.h"
 
 int cmd_export(int argc, char **argv) {

@@ -17,18 +17,18 @@
 #include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
-#include "model/context_len.h"
-#include "model/generate.h"
+#include "engine/context_len.h"
+#include "engine/generate.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-static void print_result(const rg_model *m, int n_prompt, const rg_gen_result *r, const char *text, bool json) {
+static int print_result(const rg_model *m, int n_prompt, const rg_gen_result *r, const char *text, bool json) {
   if (!json) {
     printf("%s\nids:", text);
     for (int i = 0; i < r->n; i++) printf(" %d", (int)r->ids[i]);
     printf("\n");
-    return;
+    return 0;
   }
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "model", m->path);
@@ -37,10 +37,7 @@ static void print_result(const rg_model *m, int n_prompt, const rg_gen_result *r
   for (int i = 0; i < r->n; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->ids[i]));
   cJSON_AddStringToObject(o, "text", text);
   cJSON_AddBoolToObject(o, "stopped", r->stopped);
-  char *s = cJSON_Print(o);
-  printf("%s\n", s);
-  free(s);
-  cJSON_Delete(o);
+  return cli_print_json(o);
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -104,7 +101,7 @@ int cmd_generate(int argc, char **argv) {
   const int32_t *prompts[1] = {ids};
   if (rg_generate(s, prompts, &n_ids, 1, &go, &r) < 0) goto end;
   if (!(text = rg_detokenize(m->tokenizer, r.ids, r.n, true))) goto end;
-  print_result(m, n_ids, &r, text, json);
+  if (print_result(m, n_ids, &r, text, json) < 0) goto end;
   status = 0;
 end:
   if (status) cli_fail();

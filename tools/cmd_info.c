@@ -9,11 +9,11 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/backend.h"
-#include "model/blas_core.h"
-#include "model/chat_template.h"
+#include "backend/backend.h"
+#include "backend/cpu/blas_core.h"
+#include "tokenizer/chat_template.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 static const char *rope_scaling_name(rg_rope_scaling s) {
@@ -114,7 +114,7 @@ static cJSON *device_report(void) {
   /* which 8-bit kernels --fast-decode runs here (null: the float32 path) */
   if (isa) cJSON_AddStringToObject(cpu, "fast_decode", isa);
   else cJSON_AddNullToObject(cpu, "fast_decode");
-  /* OpenBLAS's kernel set, which decides float32 speed (model/blas_core.h) */
+  /* OpenBLAS's kernel set, which decides float32 speed (backend/cpu/blas_core.h) */
   cJSON_AddStringToObject(cpu, "blas_kernels", rg_blas_core_name());
   cJSON_AddItemToArray(list, cpu);
   const char *gpu = rg_gpu_backend_name();
@@ -140,12 +140,12 @@ static int print_devices(bool json) {
   if (!list) return cli_fail();
   if (json) {
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddItemToObject(r, "devices", list);
-    char *text = cJSON_Print(r);
-    printf("%s\n", text);
-    free(text);
-    cJSON_Delete(r);
-    return 0;
+    if (!r || !cJSON_AddItemToObject(r, "devices", list)) {
+      cJSON_Delete(r);
+      cJSON_Delete(list);
+      r = NULL;
+    }
+    return cli_print_json(r) < 0 ? cli_fail() : 0;
   }
   const cJSON *d;
   cJSON_ArrayForEach(d, list) {
@@ -195,13 +195,8 @@ int cmd_info(int argc, char **argv) {
   if (!m) return cli_fail();
   cJSON *report = build_report(m);
   rg_model_free(m);
-  if (json) {
-    char *text = cJSON_Print(report);
-    printf("%s\n", text);
-    free(text);
-  } else {
-    print_table(report, "");
-  }
+  if (json) return cli_print_json(report) < 0 ? cli_fail() : 0;
+  print_table(report, "");
   cJSON_Delete(report);
   return 0;
 }

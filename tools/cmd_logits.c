@@ -13,10 +13,10 @@
 #include "cli_intervention.h"
 #include "cli_prompt.h"
 #include "commands.h"
-#include "model/context_len.h"
-#include "model/forward.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/logsumexp.h"
 
@@ -32,8 +32,8 @@ static void top_k(const float *lg, int n, int k, int *out) {
   }
 }
 
-static void print_report(const rg_model *m, int n_prompt, const float *lg, const int *top, int k, double lse,
-                         bool json) {
+static int print_report(const rg_model *m, int n_prompt, const float *lg, const int *top, int k, double lse,
+                        bool json) {
   if (!json) {
     printf("prompt_tokens %d  logsumexp %.6f\n", n_prompt, lse);
     printf("rank\tid\tlogit\tlogprob\ttoken\n");
@@ -41,7 +41,7 @@ static void print_report(const rg_model *m, int n_prompt, const float *lg, const
       const char *t = rg_token_text(m->tokenizer, top[j]);
       printf("%d\t%d\t%.6f\t%.6f\t%s\n", j + 1, top[j], lg[top[j]], lg[top[j]] - lse, t ? t : "");
     }
-    return;
+    return 0;
   }
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "model", m->path);
@@ -57,10 +57,7 @@ static void print_report(const rg_model *m, int n_prompt, const float *lg, const
     cJSON_AddStringToObject(e, "token", t ? t : "");
     cJSON_AddItemToArray(arr, e);
   }
-  char *s = cJSON_Print(o);
-  printf("%s\n", s);
-  free(s);
-  cJSON_Delete(o);
+  return cli_print_json(o);
 }
 
 int cmd_logits(int argc, char **argv) {
@@ -121,7 +118,7 @@ int cmd_logits(int argc, char **argv) {
   const int32_t *prompts[1] = {ids};
   if (rg_session_prefill(s, prompts, &n_ids, 1, lg) < 0) goto end;
   top_k(lg, m->cfg.vocab_size, k, top);
-  print_report(m, n_ids, lg, top, k, rg_log_sum_exp(lg, m->cfg.vocab_size), json);
+  if (print_report(m, n_ids, lg, top, k, rg_log_sum_exp(lg, m->cfg.vocab_size), json) < 0) goto end;
   status = 0;
 end:
   if (status) cli_fail();

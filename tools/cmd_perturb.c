@@ -28,8 +28,8 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/dtype.h"
-#include "model/gguf.h"
+#include "tensor/dtype.h"
+#include "formats/gguf.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/rng.h"

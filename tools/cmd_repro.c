@@ -192,12 +192,7 @@ static int print_json(const comparison *c, size_t n, const char *test, double al
   cJSON_AddNumberToObject(root, "skipped_published_steps", (double)n_skipped);
   cJSON_AddBoolToObject(root, "same_protocol", r->measured_attack == NULL);
   cJSON_AddBoolToObject(root, "reproduced", reproduced);
-  char *text = cJSON_Print(root);
-  cJSON_Delete(root);
-  if (!text) return rg_error_set("out of memory");
-  puts(text);
-  free(text);
-  return 0;
+  return cli_print_json(root);
 }
 
 int cmd_repro(int argc, char **argv) {

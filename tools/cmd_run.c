@@ -40,6 +40,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "run_config.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -379,12 +380,6 @@ static int write_marker(const plan *p, const stage *s, double seconds) {
 
 /* ------------------------------------------------------------ running */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* One line of RUN/run.log: a UTC time stamp, the stage and what happened. */
 static void log_line(FILE *log, const char *stage_name, const char *what) {
   if (!log) return;
@@ -502,9 +497,9 @@ static int run_stages(const plan *p, bool dry_run) {
     if (s->resume && config_ini && rg_path_exists(config_ini)) argv[argc++] = "--resume";
     free(config_ini);
     argv[argc] = NULL;
-    double t0 = now_s();
+    double t0 = rg_now_seconds();
     int code = spawn_refgeo(argv, s->stdout_path, NULL);
-    double seconds = now_s() - t0;
+    double seconds = rg_now_seconds() - t0;
     if (code < 0 || (code != 0 && !(code == 1 && s->ok_exit_1))) {
       log_line(log, s->name, "failed");
       rc = code < 0 ? -1
@@ -556,7 +551,7 @@ int cmd_run(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos = 0;
-  int rc = cli_parse(argc, argv, opts, 2,
+  int rc = cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
                      "CONFIG.ini [--dry-run] [--set SECTION.KEY=VALUE ...]\n\nexample: refgeo run data/demo.ini "
                      "--set train.updates=10",
                      pos, 1, &n_pos);

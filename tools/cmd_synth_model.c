@@ -28,19 +28,21 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/config.h"
-#include "model/dtype.h"
-#include "model/hf_config.h"
-#include "model/hf_write.h"
+#include "formats/config.h"
+#include "tensor/dtype.h"
+#include "formats/hf_config.h"
+#include "engine/hf_write.h"
 #include "model/model_shapes.h"
-#include "model/safetensors_write.h"
+#include "formats/safetensors_write.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_export.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/rng.h"
 
-static const char *SPECIALS[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-enum { N_SPECIALS = 3, N_BYTES = 256 };
+static const char *const SPECIALS[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+enum { N_SPECIALS = 3, N_BYTES = 256, IM_END = 2 /* SPECIALS[IM_END] */ };
 
 static const char *CHATML =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
@@ -96,93 +98,20 @@ static int fill_weights(void *ctx, int i, size_t offset, void *buf, size_t len) 
 
 /* ---------------------------------------------------------------- side files */
 
-/* GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to
- * U+0100 onwards in byte order. Writes the UTF-8 text of byte B into OUT. */
-static void byte_token_text(int b, char out[4]) {
-  int cp = b;
-  if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))) {
-    int k = 0;
-    for (int x = 0; x < b; x++)
-      if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) k++;
-    cp = 256 + k;
-  }
-  if (cp < 0x80) {
-    out[0] = (char)cp, out[1] = 0;
-  } else {
-    out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
-  }
-}
-
-static cJSON *byte_level(bool add_prefix_space, bool trim_offsets) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "type", "ByteLevel");
-  cJSON_AddBoolToObject(o, "add_prefix_space", add_prefix_space);
-  cJSON_AddBoolToObject(o, "trim_offsets", trim_offsets);
-  cJSON_AddBoolToObject(o, "use_regex", true);
-  return o;
-}
-
+/* tokenizer.json and tokenizer_config.json of the stand-in tokenizer: the
+ * bytes, SPECIALS (<|im_end|> ends a sequence) and unused fillers up to
+ * VOCAB_SIZE, no merges (rg_tokenizer_bytes_new), with the ChatML template,
+ * written as refgeo writes any tokenizer (tokenizer/tokenizer_export.h). */
 static int write_tokenizer(const char *dir, int vocab_size) {
-  if (vocab_size < N_BYTES + N_SPECIALS)
-    return rg_error_set("vocab_size %d is below the %d byte and special tokens", vocab_size,
-                        N_BYTES + N_SPECIALS);
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "version", "1.0");
-  cJSON_AddNullToObject(root, "truncation");
-  cJSON_AddNullToObject(root, "padding");
-  cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
-  for (int k = 0; k < N_SPECIALS; k++) {
-    cJSON *a = cJSON_CreateObject();
-    cJSON_AddNumberToObject(a, "id", N_BYTES + k);
-    cJSON_AddStringToObject(a, "content", SPECIALS[k]);
-    cJSON_AddBoolToObject(a, "single_word", false);
-    cJSON_AddBoolToObject(a, "lstrip", false);
-    cJSON_AddBoolToObject(a, "rstrip", false);
-    cJSON_AddBoolToObject(a, "normalized", false);
-    cJSON_AddBoolToObject(a, "special", true);
-    cJSON_AddItemToArray(added, a);
-  }
-  cJSON_AddNullToObject(root, "normalizer");
-  cJSON_AddItemToObject(root, "pre_tokenizer", byte_level(false, true));
-  cJSON_AddItemToObject(root, "post_processor", byte_level(true, false));
-  cJSON_AddItemToObject(root, "decoder", byte_level(true, true));
-  cJSON *model = cJSON_AddObjectToObject(root, "model");
-  cJSON_AddStringToObject(model, "type", "BPE");
-  cJSON_AddNullToObject(model, "dropout");
-  cJSON_AddNullToObject(model, "unk_token");
-  cJSON_AddNullToObject(model, "continuing_subword_prefix");
-  cJSON_AddNullToObject(model, "end_of_word_suffix");
-  cJSON_AddBoolToObject(model, "fuse_unk", false);
-  cJSON_AddBoolToObject(model, "byte_fallback", false);
-  cJSON_AddBoolToObject(model, "ignore_merges", false);
-  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
-  char text[32];
-  for (int id = 0; id < vocab_size; id++) {
-    if (id < N_BYTES) byte_token_text(id, text);
-    else if (id < N_BYTES + N_SPECIALS) snprintf(text, sizeof text, "%s", SPECIALS[id - N_BYTES]);
-    else snprintf(text, sizeof text, "<|unused_%d|>", id - N_BYTES - N_SPECIALS);
-    cJSON_AddNumberToObject(vocab, text, id);
-  }
-  cJSON_AddArrayToObject(model, "merges");
-  int rc = rg_hf_write_json(dir, "tokenizer.json", root);
-  cJSON_Delete(root);
-  if (rc != 0) return rc;
-
-  cJSON *cfg = cJSON_CreateObject();
-  cJSON *dec = cJSON_AddObjectToObject(cfg, "added_tokens_decoder");
-  for (int k = 0; k < N_SPECIALS; k++) {
-    char id[16];
-    snprintf(id, sizeof id, "%d", N_BYTES + k);
-    cJSON *a = cJSON_AddObjectToObject(dec, id);
-    cJSON_AddStringToObject(a, "content", SPECIALS[k]);
-    cJSON_AddBoolToObject(a, "special", true);
-  }
-  cJSON_AddNullToObject(cfg, "bos_token");
-  cJSON_AddStringToObject(cfg, "eos_token", "<|im_end|>");
-  cJSON_AddStringToObject(cfg, "chat_template", CHATML);
-  cJSON_AddStringToObject(cfg, "tokenizer_class", "GPT2Tokenizer");
-  rc = rg_hf_write_json(dir, "tokenizer_config.json", cfg);
+  rg_tokenizer *t = rg_tokenizer_bytes_new(vocab_size, SPECIALS, N_SPECIALS, N_BYTES + IM_END);
+  if (!t) return -1;
+  cJSON *tok = NULL, *cfg = NULL;
+  int rc = rg_tokenizer_export(t, CHATML, &tok, &cfg);
+  if (rc == 0) rc = rg_hf_write_json(dir, "tokenizer.json", tok);
+  if (rc == 0) rc = rg_hf_write_json(dir, "tokenizer_config.json", cfg);
+  cJSON_Delete(tok);
   cJSON_Delete(cfg);
+  rg_tokenizer_free(t);
   return rc;
 }
 

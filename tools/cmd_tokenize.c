@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "model/model.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 static int print_json(const rg_tokenizer *tok, const int32_t *ids, int n) {

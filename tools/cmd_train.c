@@ -23,7 +23,7 @@
 #include "cli.h"
 #include "cli_data.h"
 #include "commands.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "util/error.h"
 
 static const char USAGE[] =

@@ -1,3 +1,4 @@
+/* run_config.c: the INI file of `refgeo run` (run_config.h). */
 #include "run_config.h"
 
 #include <errno.h>

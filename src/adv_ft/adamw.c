@@ -1,3 +1,4 @@
+/* adamw.c: AdamW with HarmBench's R2D2 settings and its learning-rate schedule (adamw.h). */
 #include "adv_ft/adamw.h"
 
 #include <math.h>

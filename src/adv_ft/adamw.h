@@ -9,7 +9,7 @@
  * functions reproduce torch.optim.AdamW (decoupled weight decay, bias
  * correction), torch.nn.utils.clip_grad_norm_ and transformers'
  * get_cosine_schedule_with_warmup; the elementwise update itself is a
- * backend operation (rg_op_adamw, model/backend.h), so it runs where the
+ * backend operation (rg_op_adamw, backend/backend.h), so it runs where the
  * weights live.
  */
 #ifndef RG_ADV_FT_ADAMW_H

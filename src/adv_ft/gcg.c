@@ -1,11 +1,12 @@
+/* gcg.c: Greedy Coordinate Gradient (Zou et al. 2023) as HarmBench runs it (gcg.h). */
 #include "adv_ft/gcg.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backward.h"
-#include "model/tokenizer.h"
+#include "engine/backward.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/rng.h"
 

@@ -34,8 +34,8 @@
 #include <stdint.h>
 
 #include "adv_ft/gcg_stop.h"
-#include "model/comm.h"
-#include "model/forward.h"
+#include "dist/comm.h"
+#include "engine/forward.h"
 #include "model/model.h"
 
 typedef struct {

@@ -1,3 +1,4 @@
+/* gcg_stop.c: HarmBench's refusal-checked stop for its evaluation GCG (gcg_stop.h). */
 #include "adv_ft/gcg_stop.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* optimizer.c: one optimizer update of a model being trained (optimizer.h). */
 #include "adv_ft/optimizer.h"
 
 #include <math.h>

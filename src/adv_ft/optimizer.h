@@ -14,8 +14,8 @@
 #define RG_ADV_FT_OPTIMIZER_H
 
 #include "adv_ft/adamw.h"
-#include "model/backward.h"
-#include "model/weights.h"
+#include "engine/backward.h"
+#include "engine/weights.h"
 
 typedef struct rg_optimizer rg_optimizer;
 

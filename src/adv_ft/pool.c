@@ -1,3 +1,4 @@
+/* pool.c: R2D2's persistent pool of GCG test cases (pool.h). */
 #include "adv_ft/pool.h"
 
 #include <math.h>

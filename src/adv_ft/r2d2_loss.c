@@ -9,7 +9,7 @@
 
 #include <stdlib.h>
 
-#include "model/backward.h"
+#include "engine/backward.h"
 #include "util/error.h"
 
 rg_r2d2_loss_opts rg_r2d2_loss_defaults(void) {

@@ -22,8 +22,8 @@
 
 #include <stdint.h>
 
-#include "model/comm.h"
-#include "model/forward.h"
+#include "dist/comm.h"
+#include "engine/forward.h"
 
 typedef enum { RG_R2D2_UTILITY, RG_R2D2_AWAY, RG_R2D2_TOWARD } rg_r2d2_kind;
 

@@ -1,3 +1,4 @@
+/* r2d2_step.c: the two halves of an R2D2 micro-batch, GCG refresh and loss accumulation (r2d2_step.h). */
 #include "adv_ft/r2d2_step.h"
 
 #include <math.h>

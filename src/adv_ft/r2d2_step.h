@@ -26,7 +26,7 @@
 #include "adv_ft/r2d2_loss.h"
 #include "adv_ft/test_case.h"
 #include "adv_ft/utility_data.h"
-#include "model/backward.h"
+#include "engine/backward.h"
 
 typedef struct {
   const rg_model *m;

@@ -5,11 +5,11 @@
 
 #include "adv_ft/adamw.h"
 #include "adv_ft/optimizer.h"
-#include "model/backend_plan.h"
-#include "model/backward.h"
-#include "model/comm.h"
-#include "model/session_memory.h"
-#include "model/weights.h"
+#include "backend/plan.h"
+#include "engine/backward.h"
+#include "dist/comm.h"
+#include "engine/session.h"
+#include "engine/weights.h"
 #include "util/error.h"
 
 static const char *const RECOMPUTE_NAMES[] = {"none", "full", "matmuls"};

@@ -10,7 +10,7 @@
  * train_plan.h counts a run's: the trainer's own allocation steps (the
  * trainable float32 weights, the training session with its
  * sequence-parallel buffers, the gradients, the AdamW moments) run on a
- * plan backend (backend_plan.h) with a plan communicator of SP ranks
+ * plan backend (backend/plan.h) with a plan communicator of SP ranks
  * (comm.h), so every buffer is counted at the size a real step allocates;
  * to that come the session's host arrays, the loss arrays, the model
  * file's pages and the process's RSS before the model loaded.
@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/model.h"
 
 typedef struct {

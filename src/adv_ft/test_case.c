@@ -1,9 +1,10 @@
+/* test_case.c: a GCG test case as token ids, laid out for GCG and R2D2 (test_case.h). */
 #include "adv_ft/test_case.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 /* Appends N ids to S (grown as needed). */

@@ -1,3 +1,4 @@
+/* train_config.c: the settings of one R2D2 training run, read from its INI file (train_config.h). */
 #include "adv_ft/train_config.h"
 
 #include <errno.h>

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "adv_ft/adamw.h"
-#include "model/backend_plan.h"
-#include "model/comm.h"
+#include "backend/plan.h"
+#include "dist/comm.h"
 #include "model/model_shapes.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -3,9 +3,9 @@
  * rg_trainer_plan (trainer.h) runs the trainer's own allocation steps (the
  * weights, made trainable or given LoRA adapters; the training session, the
  * GCG candidate session and the gradients; the AdamW moments) on a plan
- * backend (model/backend_plan.h), which allocates nothing and counts what
+ * backend (backend/plan.h), which allocates nothing and counts what
  * each step asks for, and reads each session's buffers by kind
- * (model/session_memory.h). The figures are therefore what a run of the
+ * (engine/session.h). The figures are therefore what a run of the
  * same config allocates, for a model of any size: a Hugging Face directory
  * with a config.json and no weights is planned from its shapes
  * (model/model_shapes.h).
@@ -18,7 +18,7 @@
  *    own RSS before the model loads (libraries, OpenMP, measured).
  *    Capacity: MemTotal of /proc/meminfo.
  *  - gpu:NG: what a device backend would hold in N GiB of device memory
- *    (backend_plan.h, "plan-gpu": frozen matrices in their file dtype,
+ *    (backend/plan.h, "plan-gpu": frozen matrices in their file dtype,
  *    trainable weights float32); host arrays are listed but not counted
  *    against the device.
  * Buffers are counted at their full size: a batch shorter than its caps
@@ -33,9 +33,9 @@
 #include <stdio.h>
 
 #include "adv_ft/train_config.h"
-#include "model/backward.h"
-#include "model/session_memory.h"
-#include "model/weights.h"
+#include "engine/backward.h"
+#include "engine/session.h"
+#include "engine/weights.h"
 
 /* The plan backend's tags for the trainer's steps. */
 enum { RG_PLAN_TAG_WEIGHTS, RG_PLAN_TAG_SESSIONS, RG_PLAN_TAG_OPTIMIZER };

@@ -1,3 +1,4 @@
+/* train_state.c: saving and reading what `refgeo train --resume` continues from (train_state.h). */
 #include "adv_ft/train_state.h"
 
 #include <dirent.h>

@@ -22,7 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "adv_ft/optimizer.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 
 /* Writes the state of step STEP (W's parameters, O's moments, META).
  * Returns 0 or -1 with the error set. */

@@ -1,3 +1,4 @@
+/* trainer.c: R2D2 adversarial fine-tuning on refgeo's engine (trainer.h). */
 #include "adv_ft/trainer.h"
 
 #include <errno.h>
@@ -17,13 +18,14 @@
 #include "adv_ft/train_plan.h"
 #include "adv_ft/train_state.h"
 #include "adv_ft/utility_data.h"
-#include "model/backend_plan.h"
-#include "model/backward.h"
-#include "model/comm.h"
-#include "model/forward.h"
-#include "model/hf_write.h"
+#include "backend/plan.h"
+#include "engine/backward.h"
+#include "dist/comm.h"
+#include "engine/forward.h"
+#include "engine/hf_write.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/csv_write.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -33,10 +35,17 @@
 #include "util/rng.h"
 
 /* train_log.csv's columns (docs/csv-formats.md). */
-static const char *const LOG_COLUMNS[] = {"step",        "lr",        "loss_total", "loss_utility",
-                                          "loss_away",   "loss_toward", "grad_norm", "gcg_target_loss_mean",
-                                          "pool_resets", "tokens_per_s", "seconds"};
-enum { N_LOG_COLUMNS = sizeof LOG_COLUMNS / sizeof LOG_COLUMNS[0] };
+enum {
+  COL_STEP, COL_LR, COL_LOSS_TOTAL, COL_LOSS_UTILITY, COL_LOSS_AWAY, COL_LOSS_TOWARD, COL_GRAD_NORM,
+  COL_GCG_LOSS, COL_POOL_RESETS, COL_TOKENS_PER_S, COL_SECONDS, N_LOG_COLUMNS
+};
+static const char *const LOG_COLUMNS[N_LOG_COLUMNS] = {
+    [COL_STEP] = "step",           [COL_LR] = "lr",
+    [COL_LOSS_TOTAL] = "loss_total", [COL_LOSS_UTILITY] = "loss_utility",
+    [COL_LOSS_AWAY] = "loss_away", [COL_LOSS_TOWARD] = "loss_toward",
+    [COL_GRAD_NORM] = "grad_norm", [COL_GCG_LOSS] = "gcg_target_loss_mean",
+    [COL_POOL_RESETS] = "pool_resets", [COL_TOKENS_PER_S] = "tokens_per_s",
+    [COL_SECONDS] = "seconds"};
 
 typedef struct {
   double v[N_LOG_COLUMNS];
@@ -170,7 +179,7 @@ static int open_weights(rg_trainer *t) {
    * the start, and one that does not fit fails before the first update */
   rg_backend_opts bo = {.threads = c->threads, .commit = true};
   rg_weight_mode mode = RG_WEIGHTS_AUTO;
-  if (t->plan) { /* a GPU keeps frozen matrices in their file dtype (backend_plan.h) */
+  if (t->plan) { /* a GPU keeps frozen matrices in their file dtype (backend/plan.h) */
     bo.name = t->plan->gpu ? "plan-gpu" : "plan-cpu";
     mode = t->plan->gpu ? RG_WEIGHTS_TILED : RG_WEIGHTS_AUTO;
   }
@@ -358,7 +367,7 @@ static int write_log(const rg_trainer *t) {
   }
   for (long i = 0; rc == 0 && i < t->n_log; i++) {
     for (int k = 0; rc == 0 && k < N_LOG_COLUMNS; k++)
-      rc = k == 0 || k == 8 ? rg_csv_writer_int(&w, (long long)t->log[i].v[k]) : rg_csv_writer_double(&w, t->log[i].v[k]);
+      rc = k == COL_STEP || k == COL_POOL_RESETS ? rg_csv_writer_int(&w, (long long)t->log[i].v[k]) : rg_csv_writer_double(&w, t->log[i].v[k]);
     if (rc == 0) rc = rg_csv_writer_end_row(&w);
   }
   if (rc == 0)
@@ -646,7 +655,21 @@ typedef struct {
 
 /* Micro-batch K of the update: every rank draws it and runs its GCG; the
  * ranks of data-parallel group K % n_groups train on it. */
+static int micro_batch_with(rg_trainer *t, int k, bool reset, update_sums *u, int *order, rg_r2d2_case *cases);
+
+/* One micro-batch, its pool-sized arrays on the heap: the pool's size comes
+ * from the config and has no maximum a stack could hold. */
 static int micro_batch(rg_trainer *t, int k, bool reset, update_sums *u) {
+  const size_t n = t->pool.n > 0 ? (size_t)t->pool.n : 1;
+  int *order = malloc(n * sizeof *order);
+  rg_r2d2_case *cases = malloc(n * sizeof *cases);
+  int rc = order && cases ? micro_batch_with(t, k, reset, u, order, cases) : rg_error_set("out of memory");
+  free(order);
+  free(cases);
+  return rc;
+}
+
+static int micro_batch_with(rg_trainer *t, int k, bool reset, update_sums *u, int *order, rg_r2d2_case *cases) {
   const rg_train_config *c = &t->cfg;
   if (reset) {
     const int n_reset = rg_pool_reset(&t->pool, t->m, c->reset_fraction, &t->rng);
@@ -654,10 +677,8 @@ static int micro_batch(rg_trainer *t, int k, bool reset, update_sums *u) {
     u->resets += n_reset;
   }
   /* cases_per_step entries in a random order (a partial Fisher-Yates) */
-  int order[t->pool.n];
   for (int i = 0; i < t->pool.n; i++) order[i] = i;
   rg_pool_pick(&t->rng, order, t->pool.n, c->cases_per_step);
-  rg_r2d2_case cases[t->pool.n];
   for (int i = 0; i < c->cases_per_step; i++) cases[i] = pool_case(t, &t->pool.items[order[i]]);
   const rg_gcg_opts go = {.steps = c->gcg_steps, .search_width = c->search_width, .top_k = c->top_k, .shard = t->world};
   for (int i = 0; c->gcg_steps > 0 && i < c->cases_per_step; i++) {
@@ -699,12 +720,6 @@ static int sum_over_groups(rg_comm *dp, update_sums *u) {
   return 0;
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double learning_rate(const rg_trainer *t) {
   const rg_train_config *c = &t->cfg;
   if (strcmp(c->schedule, "constant") == 0)
@@ -714,7 +729,7 @@ static double learning_rate(const rg_trainer *t) {
 
 static int one_update(rg_trainer *t, rg_progress *progress) {
   const rg_train_config *c = &t->cfg;
-  const double t0 = now_seconds();
+  const double t0 = rg_now_seconds();
   update_sums u = {0};
   rg_grads_zero(t->g);
   /* HarmBench resets at the top of micro-step reset_every * grad_accum - 1
@@ -731,9 +746,13 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
   if (rg_optimizer_step(t->opt, lr, c->clip, &norm) < 0) return -1;
   rg_fault_point("optimizer"); /* tests: a kill with the weights updated, nothing saved */
   t->step++;
-  const double secs = now_seconds() - t0, a = (double)c->grad_accum;
-  const log_row r = {{(double)t->step, lr, u.total / a, u.utility / a, u.away / a, u.toward / a, norm,
-                      u.gcg_cases ? u.gcg_loss / (double)u.gcg_cases : NAN, u.resets, (double)u.tokens / secs, secs}};
+  const double secs = rg_now_seconds() - t0, a = (double)c->grad_accum;
+  const log_row r = {{[COL_STEP] = (double)t->step, [COL_LR] = lr, [COL_LOSS_TOTAL] = u.total / a,
+                      [COL_LOSS_UTILITY] = u.utility / a, [COL_LOSS_AWAY] = u.away / a,
+                      [COL_LOSS_TOWARD] = u.toward / a, [COL_GRAD_NORM] = norm,
+                      [COL_GCG_LOSS] = u.gcg_cases ? u.gcg_loss / (double)u.gcg_cases : NAN,
+                      [COL_POOL_RESETS] = u.resets, [COL_TOKENS_PER_S] = (double)u.tokens / secs,
+                      [COL_SECONDS] = secs}};
   if (push_log(t, &r) < 0) return -1;
   t->run_seconds += secs;
   t->run_updates++;
@@ -742,7 +761,8 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
   if (progress->verbose || is_save_step(t, t->step))
     rg_progress_note(progress, "step %ld/%d  loss %.4f (utility %.4f away %.4f toward %.4f)  gcg %.3f  |g| %.3g  "
                                "lr %.3g  %.1fs",
-                     t->step, c->updates, r.v[2], r.v[3], r.v[4], r.v[5], r.v[7], norm, lr, secs);
+                     t->step, c->updates, r.v[COL_LOSS_TOTAL], r.v[COL_LOSS_UTILITY], r.v[COL_LOSS_AWAY],
+                     r.v[COL_LOSS_TOWARD], r.v[COL_GCG_LOSS], norm, lr, secs);
   return 0;
 }
 

@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "capture/prompts.h"
-#include "model/context_len.h"
-#include "model/forward.h"
-#include "model/generate.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
+#include "engine/generate.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"

@@ -65,9 +65,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "model/model.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 
 typedef enum {
   RG_UTILITY_LABELS_ASSISTANT = 0, /* the last assistant reply and its end of turn */

@@ -1,3 +1,4 @@
+/* acts_h5.c: writing the HDF5 activation file of `refgeo capture` (acts_h5.h). */
 #include "capture/acts_h5.h"
 
 #include <hdf5.h>

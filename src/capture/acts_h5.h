@@ -57,7 +57,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/hooks.h"
+#include "engine/hooks.h"
 
 typedef struct rg_acts_file rg_acts_file;
 

@@ -1,3 +1,4 @@
+/* acts_h5_read.c: reading the HDF5 activation file of `refgeo capture` (acts_h5_read.h). */
 #include "capture/acts_h5_read.h"
 
 #include <hdf5.h>

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "model/hooks.h"
+#include "engine/hooks.h"
 
 typedef struct rg_acts_reader rg_acts_reader;
 

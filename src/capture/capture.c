@@ -6,12 +6,13 @@
 #include <time.h>
 
 #include "capture/acts_h5.h"
-#include "model/chat_template.h"
-#include "model/context_len.h"
-#include "model/forward.h"
+#include "tokenizer/chat_template.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
 #include "model/model.h"
 #include "model/prompt_encode.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fault.h"
 #include "util/progress.h"
@@ -99,12 +100,6 @@ typedef struct {
   int n_done;
 } step_ctx;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Opens the dataset of every requested site of SPLIT. */
 static int begin_sites(step_ctx *c, const char *split, int n) {
   for (int site = 0; site < RG_HOOK_N_SITES; site++)
@@ -142,9 +137,9 @@ static int capture_split(step_ctx *c, rg_session *s, const rg_model *m, const rg
     sink->lens = tk->lens + b;
     for (int j = 0; j < nb; j++) sink->from_pos[j] = sink->lens[j] - c->n_pos;
     rg_session_reset(s);
-    double t0 = now_s();
+    double t0 = rg_now_seconds();
     rc = rg_session_prefill(s, (const int32_t *const *)tk->ids + b, tk->lens + b, nb, logits);
-    c->forward_s += now_s() - t0;
+    c->forward_s += rg_now_seconds() - t0;
     for (int j = 0; rc == 0 && j < nb; j++) c->tokens += tk->lens[b + j];
     for (int site = 0; rc == 0 && site < RG_HOOK_N_SITES; site++)
       for (int j = 0; rc == 0 && (sink->sites & RG_HOOK_BIT(site)) && j < nb; j++)
@@ -183,7 +178,7 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
   if (rc == 0 && (!w || !(s = rg_session_new(w, c.batch, max_len, NULL)))) rc = -1;
   rg_capture spec = {.fn = keep_eoi_rows, .user = &sink, .layer_sites = layer_sites, .from_pos = sink.from_pos};
   if (rc == 0) rg_session_set_capture(s, &spec);
-  double t0 = now_s();
+  double t0 = rg_now_seconds();
   int n_prompts = 0;
   for (int i = 0; i < o->n_splits; i++) n_prompts += tk[i].n;
   char label[64];
@@ -193,7 +188,7 @@ static int capture_step(rg_acts_file *f, const rg_checkpoint *ck, const rg_model
   for (int i = 0; rc == 0 && i < o->n_splits; i++) rc = capture_split(&c, s, m, &o->splits[i], &tk[i], &sink, logits);
   if (rc == 0) rc = rg_acts_end_step(f);
   if (rc == 0) rg_progress_end(&c.progress);
-  double dt = now_s() - t0;
+  double dt = rg_now_seconds() - t0;
   if (rc == 0 && o->log) {
     fprintf(o->log, "step %ld: %lld prompt tokens, forward %.2f s (%.1f tokens/s), step %.2f s\n", ck->step,
             c.tokens, c.forward_s, c.forward_s > 0 ? (double)c.tokens / c.forward_s : 0.0, dt);

@@ -1,3 +1,4 @@
+/* prompts.c: loading prompt sets for capture and evaluation (prompts.h). */
 #include "capture/prompts.h"
 
 #include <cjson/cJSON.h>

@@ -1,3 +1,4 @@
+/* auroc.c: how well a direction separates harmful from harmless prompts (auroc.h). */
 #include "geometry/auroc.h"
 
 #include <math.h>

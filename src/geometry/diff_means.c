@@ -1,3 +1,4 @@
+/* diff_means.c: streaming difference-in-means of residual activations (diff_means.h). */
 #include "geometry/diff_means.h"
 
 #include <stdlib.h>

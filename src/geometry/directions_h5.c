@@ -1,3 +1,4 @@
+/* directions_h5.c: the refusal directions file of `refgeo geometry`, written and looked up (directions_h5.h). */
 #include "geometry/directions_h5.h"
 
 #include <hdf5.h>
@@ -6,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/hooks.h"
+#include "engine/hooks.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/h5_util.h"

@@ -1,3 +1,4 @@
+/* geometry_csv.c: writers of the three geometry result tables (geometry_csv.h). */
 #include "geometry/geometry_csv.h"
 
 #include "util/csv_write.h"

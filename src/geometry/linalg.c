@@ -1,3 +1,4 @@
+/* linalg.c: the float64 vector and matrix helpers of the geometry measures (linalg.h). */
 #include "geometry/linalg.h"
 
 #include <lapacke.h>

@@ -1,3 +1,4 @@
+/* migration.c: where the best admissible carrier sits at each checkpoint (migration.h). */
 #include "geometry/migration.h"
 
 #include <math.h>

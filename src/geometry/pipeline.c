@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "capture/acts_h5_read.h"
 #include "geometry/auroc.h"
@@ -20,6 +19,7 @@
 #include "geometry/verdict.h"
 #include "geometry/verdict_json.h"
 #include "model/model.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/progress.h"
@@ -53,7 +53,7 @@ typedef struct {
   rg_acts_reader *rd;
   rg_refusal_list *judge;
   int L, d, n_pos, lo, hi;
-  struct timespec t0;
+  double t0; /* rg_now_seconds at the start */
   char *geo_path, *car_path, *mig_path, *dir_path, *sens_path, *pareto_path, *scores_path, *probes_path,
       *transfer_path, *verdict_path, *verdict_txt_path;
   char plan_sha[65];
@@ -83,11 +83,7 @@ typedef struct {
   int have_best0;             /* 0 when step 0 had no carrier */
 } run_state;
 
-static double elapsed(const run_state *st) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)(t.tv_sec - st->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - st->t0.tv_nsec);
-}
+static double elapsed(const run_state *st) { return rg_now_seconds() - st->t0; }
 
 static double *dir_at(const run_state *st, double *dirs, int pi, int l) {
   return dirs + ((size_t)pi * st->L + l) * st->d;
@@ -189,7 +185,8 @@ static int alloc_state(run_state *st) {
   st->dirs_f32 = malloc((size_t)n_steps * n * sizeof(float));
   st->dir_steps = calloc((size_t)n_steps, sizeof *st->dir_steps);
   if (!st->dirs0 || !st->prev || !st->cur || !st->geo || !st->hooks || !st->car || !st->mig || !st->tokens ||
-      !st->vsteps || !st->sens || !st->pareto || !st->probes || !st->ends || !st->transfer || !st->best0 || !st->dirs_f32 || !st->dir_steps)
+      !st->vsteps || !st->sens || !st->pareto || !st->probes || !st->ends || !st->transfer || !st->best0 ||
+      !st->dirs_f32 || !st->dir_steps)
     return rg_error_set("geometry: out of memory");
   return 0;
 }
@@ -898,7 +895,7 @@ static int check_inputs(run_state *st, const char *acts_path) {
 int rg_geometry_run(const char *acts_path, const rg_checkpoint_series *series, const char *out_dir,
                     const rg_geometry_opts *o) {
   run_state st = {.o = o, .plan = &o->plan, .series = series};
-  clock_gettime(CLOCK_MONOTONIC, &st.t0);
+  st.t0 = rg_now_seconds();
   int rc = -1;
   if (!series || series->n < 1 || series->items[0].step != 0) {
     rg_error_set("geometry: the checkpoint series must start at step 0");

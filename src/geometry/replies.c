@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "model/generate.h"
+#include "engine/generate.h"
 #include "util/error.h"
 
 int rg_judge_replies(rg_session *s, const rg_token_batch *b, int max_new_tokens, const int32_t *stop, int n_stop,

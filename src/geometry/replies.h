@@ -16,7 +16,7 @@
 
 #include "geometry/scores.h"
 #include "harmbench/refusal_match.h"
-#include "model/forward.h"
+#include "engine/forward.h"
 
 typedef struct {
   int n;

@@ -1,11 +1,12 @@
+/* scores.c: refusal_direction's three candidate scores, computed with the engine (scores.h). */
 #include "geometry/scores.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/context_len.h"
-#include "model/forward.h"
+#include "engine/context_len.h"
+#include "engine/forward.h"
 #include "util/error.h"
 #include "util/logsumexp.h"
 

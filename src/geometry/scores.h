@@ -1,6 +1,6 @@
 /* scores.h: the three candidate scores of refusal_direction's
  * select_direction (docs/refusal-geometry.md sections 5.3, 6.2, 7.1),
- * computed with the engine (model/forward.h).
+ * computed with the engine (engine/forward.h).
  *
  *   refusal score  log(P + 1e-8) - log(1 - P + 1e-8), P = sum of the
  *                  float64 softmax of the last-position logits over the
@@ -28,9 +28,9 @@
 
 #include <stdint.h>
 
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* The refusal log-odds of one row of logits[vocab]. */
 double rg_refusal_score(const float *logits, int vocab, const int32_t *refusal_ids, int n_refusal);

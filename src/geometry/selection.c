@@ -1,3 +1,4 @@
+/* selection.c: admissible refusal carriers and the best one (selection.h). */
 #include "geometry/selection.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* spectrum.c: scalar summaries of a singular-value spectrum (spectrum.h). */
 #include "geometry/spectrum.h"
 
 #include <math.h>

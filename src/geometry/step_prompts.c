@@ -11,7 +11,7 @@
 #include "geometry/refusal_tokens.h"
 #include "geometry/replies.h"
 #include "geometry/scores.h"
-#include "model/context_len.h"
+#include "engine/context_len.h"
 #include "model/prompt_encode.h"
 #include "util/error.h"
 

@@ -23,7 +23,7 @@
 #include "capture/acts_h5_read.h"
 #include "geometry/verdict_plan.h"
 #include "harmbench/refusal_match.h"
-#include "model/weights.h"
+#include "engine/weights.h"
 
 enum { RG_SPLIT_HARMFUL_TRAIN, RG_SPLIT_HARMLESS_TRAIN, RG_SPLIT_HARMFUL_VAL, RG_SPLIT_HARMLESS_VAL, RG_N_SPLITS };
 extern const char *const RG_SPLIT_NAMES[RG_N_SPLITS];

@@ -1,3 +1,4 @@
+/* subspace.c: principal angles between subspaces (subspace.h). */
 #include "geometry/subspace.h"
 
 #include <cblas.h>

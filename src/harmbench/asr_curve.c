@@ -1,3 +1,4 @@
+/* asr_curve.c: ASR-versus-training-step tables, measured and published (asr_curve.h). */
 #include "harmbench/asr_curve.h"
 
 #include <errno.h>

@@ -7,10 +7,10 @@
 
 #include "harmbench/asr_curve.h"
 #include "harmbench/asr_stats.h"
+#include "engine/context_len.h"
+#include "engine/generate.h"
 #include "harmbench/py_whitespace.h"
-#include "model/context_len.h"
-#include "model/generate.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/csv_table.h"
 #include "util/csv_write.h"
 #include "util/error.h"

@@ -31,7 +31,7 @@
 #include "harmbench/completions.h"
 #include "harmbench/prompt_csv.h"
 #include "harmbench/refusal_match.h"
-#include "model/hooks.h"
+#include "engine/hooks.h"
 #include "model/model.h"
 
 /* Which behaviors are scored. Copyright behaviors never are. */

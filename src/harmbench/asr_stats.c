@@ -1,3 +1,4 @@
+/* asr_stats.c: confidence intervals and tests for an attack success rate (asr_stats.h). */
 #include "harmbench/asr_stats.h"
 
 #include <math.h>

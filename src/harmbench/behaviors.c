@@ -1,3 +1,4 @@
+/* behaviors.c: HarmBench behavior CSVs and the DirectRequest test case (behaviors.h). */
 #include "harmbench/behaviors.h"
 
 #include <stdlib.h>

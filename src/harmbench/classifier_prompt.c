@@ -1,3 +1,4 @@
+/* classifier_prompt.c: the HarmBench judge's prompts and the reading of its answer (classifier_prompt.h). */
 #include "harmbench/classifier_prompt.h"
 
 #include <cjson/cJSON.h>

@@ -14,7 +14,7 @@
 #define RG_CLASSIFIER_PROMPT_H
 
 #include "harmbench/behaviors.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
   char *prompt;            /* standard behaviors: {behavior}, {generation} */

@@ -1,3 +1,4 @@
+/* classifier_truncate.c: a generation clipped to the judge's token budget (classifier_prompt.h). */
 #include <stdlib.h>
 #include <string.h>
 

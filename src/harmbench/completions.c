@@ -1,3 +1,4 @@
+/* completions.c: HarmBench's test_cases.json and completions.json (completions.h). */
 #include "harmbench/completions.h"
 
 #include <cjson/cJSON.h>

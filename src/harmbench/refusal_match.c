@@ -1,3 +1,4 @@
+/* refusal_match.c: the substring refusal classifiers of HarmBench and refusal_direction (refusal_match.h). */
 #include "harmbench/refusal_match.h"
 
 #include <cjson/cJSON.h>

@@ -1,3 +1,4 @@
+/* checkpoints.c: a series of model checkpoints of one fine-tuning run (checkpoints.h). */
 #include "model/checkpoints.h"
 
 #include <dirent.h>

@@ -1,35 +1,18 @@
-/* model.c: rg_model_load dispatch, freeing and lookups shared by both loaders.
- *
- * A directory is a Hugging Face checkpoint (model_hf.c), anything else is
- * read as GGUF (model_gguf.c). The loaders fill the rg_model; on failure this
- * file frees whatever they managed to build, so a loader can simply return -1
- * at any point.
- */
+/* model.c: freeing an rg_model, its lookups, and the helpers both loaders
+ * share (model_source.h). rg_model_load, which calls the loaders, is in
+ * model_load.c, above them, so that no loader depends on the file that
+ * dispatches to it. */
 #include "model/model.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model_source.h"
-#include "model/safetensors.h"
-#include "model/tokenizer.h"
+#include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
-#include "util/fileio.h"
-
-/* m->n_params with checked additions: each tensor's element count fits in
- * int64 (the readers check shapes), but their sum is not bounded by the file
- * when tensors overlap, as GGUF allows. */
-static int count_params(rg_model *m) {
-  long long n = 0;
-  for (int i = 0; i < m->n_tensors; i++)
-    if (__builtin_add_overflow(n, rg_tensor_nelems(&m->tensors[i]), &n))
-      return rg_error_set("%s: the tensors hold more than 2^63 parameters", m->path);
-  m->n_params = n;
-  return 0;
-}
 
 int rg_layer_index(const char *name, const char *prefix, const char **rest) {
   size_t n = strlen(prefix);
@@ -77,26 +60,6 @@ int rg_model_alloc_layers(rg_model *m, const char *count_key) {
   m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
   if (!m->layers) return rg_error_set("%s: out of memory", m->path);
   return 0;
-}
-
-rg_model *rg_model_load(const char *path) {
-  if (!rg_path_exists(path)) {
-    rg_error_set("%s: %s", path, strerror(ENOENT));
-    return NULL;
-  }
-  rg_model *m = calloc(1, sizeof *m);
-  if (!m || !(m->path = strdup(path)) || !(m->source = calloc(1, sizeof *m->source))) {
-    rg_model_free(m);
-    rg_error_set("%s: out of memory", path);
-    return NULL;
-  }
-  int rc = rg_is_dir(path) ? rg_model_load_hf(m, path) : rg_model_load_gguf(m, path);
-  if (rc == 0) rc = count_params(m);
-  if (rc != 0) {
-    rg_model_free(m);
-    return NULL;
-  }
-  return m;
 }
 
 void rg_model_free(rg_model *m) {

@@ -14,8 +14,8 @@
 #ifndef RG_MODEL_H
 #define RG_MODEL_H
 
-#include "model/config.h"
-#include "model/tensor.h"
+#include "formats/config.h"
+#include "tensor/tensor.h"
 
 typedef struct rg_tokenizer rg_tokenizer;
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model_source.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 /* ---------------------------------------------------------------- config */

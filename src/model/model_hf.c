@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/hf_config.h"
+#include "formats/hf_config.h"
 #include "model/model_source.h"
-#include "model/safetensors.h"
-#include "model/tokenizer.h"
+#include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dtype.h"
-#include "model/hf_config.h"
+#include "tensor/dtype.h"
+#include "formats/hf_config.h"
 #include "util/error.h"
 #include "util/json.h"
 

@@ -9,13 +9,13 @@
  * rg_model_load_shapes makes an rg_model of such tensors from a Hugging
  * Face config.json: every tensor's data is NULL (nbytes is what the file
  * would hold), there is no tokenizer, chat template or file map, and format
- * is "shapes". Only a plan backend (backend_plan.h) can prepare its
+ * is "shapes". Only a plan backend (backend/plan.h) can prepare its
  * weights; nothing else may read them.
  */
 #ifndef RG_MODEL_SHAPES_H
 #define RG_MODEL_SHAPES_H
 
-#include "model/config.h"
+#include "formats/config.h"
 #include "model/model.h"
 
 /* *out: calloc'ed tensors (each name strdup'ed) of a model of config C in

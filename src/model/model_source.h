@@ -1,6 +1,6 @@
 /* model_source.h: loader-private parts of rg_model (not for model users).
  *
- * model.c dispatches rg_model_load() to one of the two loaders below; each
+ * model_load.c dispatches rg_model_load() to one of the two loaders below; each
  * fills every public field of rg_model and keeps its file handles in the
  * rg_model_source so that rg_model_free can release them.
  *
@@ -8,7 +8,7 @@
  * m->id, m->format, m->chat_template, m->layers, m->tensors AND every
  * m->tensors[i].name (copy names, never point them into a file's strings),
  * m->tokenizer (rg_tokenizer_free), source->gguf (rg_gguf_close), each
- * source->shards[i] (rg_safetensors_close) and source->shards. model.c
+ * source->shards[i] (rg_safetensors_close) and source->shards. model_load.c
  * allocates m, m->path and m->source before calling the loader.
  */
 #ifndef RG_MODEL_SOURCE_H

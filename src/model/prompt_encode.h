@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "model/model.h"
 
 typedef struct {

@@ -1,3 +1,4 @@
+/* provenance.c: where a report's numbers come from (provenance.h). */
 #include "report/provenance.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* report.c: `refgeo report`, one self-contained report.html for a run (report.h). */
 #include "report/report.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* report_data.c: loading the CSVs and texts one report is made of (report_data.h). */
 #include "report/report_data.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* report_figures.c: the report's plots, as SVG and as the notebook's Python (report_figures.h). */
 #include "report/report_figures.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* report_html.c: the pieces of a self-contained HTML page (report_html.h). */
 #include "report/report_html.h"
 
 #include "report/svg_plot.h"

@@ -1,3 +1,4 @@
+/* report_notebook.c: the report as a Jupyter notebook (report_notebook.h). */
 #include "report/report_notebook.h"
 
 #include <cjson/cJSON.h>

@@ -1,3 +1,4 @@
+/* report_series.c: plot series built from the columns of a CSV table (report_series.h). */
 #include "report/report_series.h"
 
 #include <math.h>

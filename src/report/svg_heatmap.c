@@ -1,3 +1,4 @@
+/* svg_heatmap.c: a grid of coloured cells (layer x step) as inline SVG (svg_heatmap.h). */
 #include "report/svg_heatmap.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* svg_plot.c: a small line-and-marker plot as inline SVG (svg_plot.h). */
 #include "report/svg_plot.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* csv_table.c: a whole CSV file read into memory with libcsv (csv_table.h). */
 #include "util/csv_table.h"
 
 #include <csv.h>

@@ -1,3 +1,4 @@
+/* csv_write.c: writing CSV result files atomically with libcsv's quoting (csv_write.h). */
 #include "util/csv_write.h"
 
 #include <csv.h>

@@ -1,3 +1,4 @@
+/* error.c: the thread's last error message and its helpers (error.h). */
 #include "util/error.h"
 
 #include <stdio.h>

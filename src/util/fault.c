@@ -1,3 +1,4 @@
+/* fault.c: named kill points for the crash tests (fault.h). */
 #include "util/fault.h"
 
 #include <signal.h>

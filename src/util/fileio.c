@@ -1,3 +1,4 @@
+/* fileio.c: reading whole files, memory maps, and atomic writes (fileio.h). */
 #include "util/fileio.h"
 
 #include <dirent.h>

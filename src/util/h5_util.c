@@ -1,3 +1,4 @@
+/* h5_util.c: HDF5 attributes and step-group names shared by refgeo's HDF5 files (h5_util.h). */
 #include "util/h5_util.h"
 
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* ini_lines.c: inih's line reader with line numbers and a length check (ini_lines.h). */
 #include "util/ini_lines.h"
 
 #include <string.h>

@@ -1,3 +1,4 @@
+/* json.c: reading JSON files with errors that say where and why (json.h). */
 #include "util/json.h"
 
 #include <errno.h>

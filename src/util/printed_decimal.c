@@ -1,3 +1,4 @@
+/* printed_decimal.c: a number as printed, with the precision its text carries (printed_decimal.h). */
 #include "util/printed_decimal.h"
 
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* progress.c: a progress bar with rate and time left (progress.h). */
 #include "util/progress.h"
 
 #include <stdarg.h>
@@ -6,16 +7,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 void rg_progress_start(rg_progress *p, FILE *out, const char *label, int total) {
   const char *v = getenv("REFGEO_VERBOSITY");
   *p = (rg_progress){.out = v && strcmp(v, "quiet") == 0 ? NULL : out, .label = label, .total = total > 0 ? total : 1,
-                     .t0 = now_s(), .verbose = v && strcmp(v, "verbose") == 0};
+                     .t0 = rg_now_seconds(), .verbose = v && strcmp(v, "verbose") == 0};
   p->tty = p->out && isatty(fileno(p->out));
 }
 
@@ -50,7 +47,7 @@ void rg_progress_tick(rg_progress *p, int done) {
     }
     return;
   }
-  const double spent = now_s() - p->t0;
+  const double spent = rg_now_seconds() - p->t0;
   char bar[BAR_WIDTH + 1], left[32], rate[32];
   const int filled = (int)((long long)BAR_WIDTH * (done < p->total ? done : p->total) / p->total);
   for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
@@ -78,7 +75,7 @@ void rg_progress_note(rg_progress *p, const char *fmt, ...) {
 
 void rg_progress_end(rg_progress *p) {
   if (!p->out) return;
-  const double spent = now_s() - p->t0;
+  const double spent = rg_now_seconds() - p->t0;
   char used[32], rate[32];
   format_duration(spent, used, sizeof used);
   format_rate(spent > 0 ? p->done / spent : 0, rate, sizeof rate);

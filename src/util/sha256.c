@@ -1,3 +1,4 @@
+/* sha256.c: SHA-256 (FIPS 180-4) of a buffer or a file (sha256.h). */
 #include "util/sha256.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 
 static const char *const PARTS[] = {"template", "name", "system", "user", "assistant", "tool"};
 enum { N_PARTS = sizeof PARTS / sizeof PARTS[0], MAX_PARTS = 32 };

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 
 #include "fuzz_util.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* Reads every key through the getter for its type, as the loaders do. */
 static void walk_metadata(const rg_gguf *g) {

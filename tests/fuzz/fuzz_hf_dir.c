@@ -12,7 +12,7 @@
 
 #include "fuzz_util.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *const FILES[] = {
     "config.json",

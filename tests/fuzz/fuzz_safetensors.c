@@ -5,7 +5,7 @@
  * written by `refgeo synth-model`, and the safetensors format vector of
  * tests/fixtures/hf_tiny. */
 #include "fuzz_util.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rg_safetensors *st = rg_safetensors_open(fuzz_write("model.safetensors", data, size));

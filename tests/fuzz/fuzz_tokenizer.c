@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *const PARTS[] = {"tokenizer.json", "tokenizer_config.json", "text", "ids"};
 enum { N_PARTS = sizeof PARTS / sizeof PARTS[0] };

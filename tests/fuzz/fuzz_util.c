@@ -1,3 +1,4 @@
+/* fuzz_util.c: what every libFuzzer harness of tests/fuzz/ shares (fuzz_util.h). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "fuzz_util.h"
 
@@ -9,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/dtype.h"
+#include "tensor/dtype.h"
 #include "util/error.h"
 
 static char dir[256];

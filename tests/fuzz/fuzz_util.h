@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 /* libFuzzer's entry point, defined by each harness. The normal build
  * compiles the harnesses into tests/test_fuzz_regressions.c with this name

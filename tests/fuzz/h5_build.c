@@ -1,3 +1,4 @@
+/* h5_build.c: a valid HDF5 file built from a fuzz input read as choices (h5_build.h). */
 #include "h5_build.h"
 
 #include <stdio.h>

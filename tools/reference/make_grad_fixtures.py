@@ -148,7 +148,7 @@ def main():
         "cross_entropy": cross_entropy_case(),
     }
     # Sequences longer than the CPU kernel's tiles (32 query tokens, 128
-    # keys; backend_cpu_attention.c), interleaved unevenly, with groups of 3
+    # keys; backend/cpu/attention.c), interleaved unevenly, with groups of 3
     # query heads as in SmolLM2; a window that cuts through key tiles. Drawn
     # last so the cases above keep their values.
     long_seq = [0, 1, 1, 1] * 40 + [1] * 40
