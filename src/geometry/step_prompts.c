@@ -2,7 +2,6 @@
  * prompt filter. */
 #include "geometry/step_prompts.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +22,6 @@ enum { PROBE_BATCH = 16 };
 
 static rg_token_batch batch_of(const rg_step_prompts *p, int split) {
   return (rg_token_batch){(const int32_t *const *)p->ids[split], p->lens[split], p->total[split]};
-}
-
-static int parse_ids(const char *list, rg_step_prompts *p) {
-  const char *s = list;
-  while (*s) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || errno || v < 0 || v > INT32_MAX) return rg_error_set("refusal tokens: '%s' is not an id list", list);
-    if (p->n_refusal == RG_MAX_REFUSAL_TOKENS) return rg_error_set("refusal tokens: more than %d ids", RG_MAX_REFUSAL_TOKENS);
-    p->refusal[p->n_refusal++] = (int32_t)v;
-    s = *end ? end + 1 : end;
-  }
-  return 0;
 }
 
 int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, const rg_verdict_plan *plan,
@@ -75,7 +60,9 @@ int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, cons
   } else if (strcmp(plan->refusal_tokens, "rd") == 0) {
     if (rg_refusal_tokens_default(m->tokenizer, out->refusal) < 0) goto end;
     out->n_refusal = 1;
-  } else if (parse_ids(plan->refusal_tokens, out) < 0) {
+  } else if ((out->n_refusal = rg_verdict_plan_token_ids(plan->refusal_tokens, "refusal tokens", out->refusal,
+                                                           RG_MAX_REFUSAL_TOKENS)) < 0) {
+    out->n_refusal = 0;
     goto end;
   }
   for (int k = 0; k < out->n_refusal; k++)

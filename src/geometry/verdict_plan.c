@@ -61,20 +61,28 @@ static int parse_bool(const char *v, const char *where, bool *out) {
   return 0;
 }
 
-/* "auto", "rd" or ids "A,B,...": checked here so that a bad list fails
- * before anything runs. */
-static int check_tokens(const char *v, const char *where) {
-  if (strcmp(v, "auto") == 0 || strcmp(v, "rd") == 0) return 0;
-  const char *p = v;
+int rg_verdict_plan_token_ids(const char *list, const char *where, int32_t *ids, int max_ids) {
+  int n = 0;
+  const char *p = list;
   do {
     char *end;
     errno = 0;
     long id = strtol(p, &end, 10);
     if (end == p || errno || id < 0 || id > INT32_MAX || (*end && *end != ','))
-      return rg_error_set("%s: '%s' is not auto, rd or a comma-separated list of token ids", where, v);
+      return rg_error_set("%s: '%s' is not auto, rd or a comma-separated list of token ids", where, list);
+    if (n == max_ids) return rg_error_set("%s: more than %d token ids", where, max_ids);
+    ids[n++] = (int32_t)id;
     p = *end ? end + 1 : end;
   } while (*p);
-  return 0;
+  return n;
+}
+
+/* "auto", "rd" or ids "A,B,...": checked here so that a bad list fails
+ * before anything runs. */
+static int check_tokens(const char *v, const char *where) {
+  int32_t ids[RG_PLAN_MAX_TOKENS];
+  if (strcmp(v, "auto") == 0 || strcmp(v, "rd") == 0) return 0;
+  return rg_verdict_plan_token_ids(v, where, ids, RG_PLAN_MAX_TOKENS) < 0 ? -1 : 0;
 }
 
 static int parse_layers(const char *v, const char *where, int *lo, int *hi) {

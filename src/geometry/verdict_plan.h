@@ -20,11 +20,12 @@
 #define RG_GEOMETRY_VERDICT_PLAN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "geometry/migration.h"
 #include "geometry/selection.h"
 
-enum { RG_PLAN_TOKENS_LEN = 160 };
+enum { RG_PLAN_TOKENS_LEN = 160, RG_PLAN_MAX_TOKENS = 16 };
 
 typedef struct {
   /* "auto" (fitted per checkpoint from its greedy replies), "rd" (the token
@@ -50,6 +51,10 @@ rg_verdict_plan rg_verdict_plan_default(void);
  * ("FILE [verdict]" or "--kl-max"). Returns 0, or -1 with the error set
  * (unknown key, a value that does not parse or is out of range). */
 int rg_verdict_plan_set(rg_verdict_plan *p, const char *key, const char *value, const char *where);
+
+/* The ids of a refusal_tokens list "A,B,..." into ids[max_ids]: their count,
+ * or -1 with the error set naming WHERE (not an id list, too many ids). */
+int rg_verdict_plan_token_ids(const char *list, const char *where, int32_t *ids, int max_ids);
 
 /* Reads PATH's [verdict] section into P (other sections are ignored; a file
  * without one is an error). Returns 0 or -1 with the error set. */
