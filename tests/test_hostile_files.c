@@ -23,10 +23,10 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "testlib.h"
+#include "util/clock.h"
 #include "util/fileio.h"
 
 enum {
@@ -93,8 +93,7 @@ static run_result run_refgeo(const char *dir, char **argv) {
   assert_true(out_fd >= 0);
   int err_pipe[2];
   assert_int_equal(pipe(err_pipe), 0);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = rg_now_seconds();
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
@@ -114,8 +113,7 @@ static run_result run_refgeo(const char *dir, char **argv) {
   close(err_pipe[0]);
   struct rusage ru;
   while (wait4(pid, &r.status, 0, &ru) < 0) assert_int_equal(errno, EINTR);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  r.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  r.seconds = rg_now_seconds() - t0;
   r.max_rss_kib = ru.ru_maxrss; /* Linux reports kibibytes */
   lseek(out_fd, 0, SEEK_SET);
   r.out = read_all(out_fd);
