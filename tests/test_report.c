@@ -501,6 +501,25 @@ static void test_report_in_browser_and_jupyter(void **state) {
   run_check(python, "../check/check_report_browser.py", args);
   snprintf(args, sizeof args, "%s/full-nb/run.ipynb %s/executed", g_root, g_root);
   run_check(python, "../check/check_notebook.py", args);
+  /* The verdict's measures (test_report_verdict_measures' counts), and the
+   * notebook's code for them, with data and without. */
+  snprintf(args, sizeof args, "%s/vrun --geometry %s/vrun/geometry --out %s/vfull.html --notebook --notebook-dir %s/vfull-nb",
+           g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  snprintf(args, sizeof args,
+           "%s/vfull.html %s/vreport.png plot-sensitivity=6 plot-sensitivity-layer=5 plot-pareto=4 "
+           "plot-transfer-bypass=5 plot-transfer-induce=5 plot-probes=5",
+           g_root, g_root);
+  run_check(python, "../check/check_report_browser.py", args);
+  snprintf(args, sizeof args, "%s/vfull-nb/vrun.ipynb %s/vexecuted", g_root, g_root);
+  run_check(python, "../check/check_notebook.py", args);
+  snprintf(args, sizeof args, "%s/run --geometry %s/vnone --out %s/vnone-nb.html --notebook --notebook-dir %s/vnone-nb",
+           g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  snprintf(args, sizeof args, "%s/vnone-nb/run.ipynb %s/vnone-executed", g_root, g_root);
+  run_check(python, "../check/check_notebook.py", args);
 }
 
 /* One line on stderr, naming NAME, exit 1, and no report written. */
@@ -711,6 +730,10 @@ static void test_report_verdict_empty_notes(void **state) {
   assert_non_null(html);
   /* zero counts are data: drawn */
   check_plot(html, &(plot_counts){"plot-sensitivity", 2, 1, 1, 0, 0});
+  char *zeros = svg_of(html, "plot-sensitivity"); /* counts of 0 sit at the bottom of a 0..1 axis */
+  assert_non_null(strstr(zeros, ">1</text>"));
+  assert_null(strstr(zeros, ">-0.2</text>"));
+  free(zeros);
   check_plot(html, &(plot_counts){"plot-sensitivity-layer", 0, 1, 0, 0, 0});
   expect_note(html, "plot-sensitivity-layer",
               "no admissible candidate at any step under any KL budget \u03c4 (sensitivity.csv)");
@@ -720,6 +743,7 @@ static void test_report_verdict_empty_notes(void **state) {
   for (int i = 0; i < 2; i++) {
     char *svg = svg_of(html, heat[i]);
     assert_int_equal(count(svg, "class=\"cell\""), 0); /* a 1 x 1 matrix is no transfer */
+    assert_null(strstr(svg, "class=\"colorbar\""));     /* nor a scale with nothing on it */
     free(svg);
     expect_note(html, heat[i], "no transfer: fewer than two scored steps in transfer.csv");
   }
@@ -727,6 +751,21 @@ static void test_report_verdict_empty_notes(void **state) {
   expect_note(html, "plot-probes",
               "no probe AUROC: at every step the harmful val prompts were all refused or all complied with "
               "(probes.csv&#39;s n_refused, n_complied)");
+  free(html);
+  free(path);
+  /* a probes.csv without rows: no step was scored */
+  make_dir("vnorows");
+  write_in("vnorows/migration.csv", V_NONE_MIGRATION);
+  write_in("vnorows/probes.csv", "step,layer,pos,auroc,n_refused,n_complied\n");
+  snprintf(args, sizeof args, "%s/run --geometry %s/vnorows --out %s/vnorows.html", g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  path = path_in("vnorows.html");
+  html = rg_read_file(path, NULL);
+  assert_non_null(html);
+  check_plot(html, &(plot_counts){"plot-probes", 0, 0, 0, 0, 1});
+  expect_note(html, "plot-probes", "probes.csv has no rows: no step was scored (see migration.csv&#39;s status)");
+  assert_null(strstr(html, "id=\"plot-transfer-bypass\"")); /* no transfer.csv: no plot */
   free(html);
   free(path);
 }

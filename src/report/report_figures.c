@@ -459,8 +459,10 @@ static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, const heatma
     fputs("    values = grid.to_numpy(dtype=float)\n"
           "    for i in range(values.shape[0]):\n"
           "        for j in range(values.shape[1]):\n"
-          "            if values[i, j] == values[i, j]:\n"
-          "                ax.text(j + 0.5, i + 0.5, f\"{values[i, j]:.3g}\", ha=\"center\", va=\"center\", fontsize=8)\n",
+          "            if values[i, j] == values[i, j]:  # light text on a dark cell (BT.601 luma)\n"
+          "                r, g, b, _ = im.cmap(im.norm(values[i, j]))\n"
+          "                ax.text(j + 0.5, i + 0.5, f\"{values[i, j]:.3g}\", ha=\"center\", va=\"center\", fontsize=8,\n"
+          "                        color=\"#fff\" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else \"#222\")\n",
           py);
   fputs("ax.set(title=", py);
   py_str(py, v->title);
@@ -536,9 +538,19 @@ static int figure_layer_heatmap(rg_figures *f, const rg_csv *t, const heatmap_sp
 
 static const char *const BY_STEP[] = {"step"};
 
-/* Y against X of T, one series per step ("step S"). */
+static const char NO_ROWS[] = "%s has no rows: no step was scored (see migration.csv's status)";
+
+/* Y against X of T, one series per step ("step S"). EMPTY_NOTE says why
+ * nothing is drawn when T has rows but no finite point; a T without rows
+ * says so (NO_ROWS) unless KEEP_NOTE. */
 static int figure_per_step(rg_figures *f, const rg_csv *t, const char *x, const char *y, const char *py_rows,
-                           const figure_text *txt, const rg_svg_hband *bands, int n_bands, const char *empty_note) {
+                           const figure_text *txt, const rg_svg_hband *bands, int n_bands, const char *empty_note,
+                           bool keep_note) {
+  char no_rows[512];
+  if (t->n_rows == 0 && !keep_note) {
+    snprintf(no_rows, sizeof no_rows, NO_ROWS, base_name(t->path));
+    empty_note = no_rows;
+  }
   plot_builder b;
   if (plot_begin(&b, f) < 0) return -1;
   b.py_rows = py_rows;
@@ -559,7 +571,7 @@ static int figures_sensitivity(rg_figures *f, const rg_report_data *d) {
     figure_text count = {SENSITIVITY_ID, SENSITIVITY_TITLE, "plot-sensitivity",
                          "Admissible candidates per KL budget \u03c4", "KL budget \u03c4", "admissible candidates"};
     if (figure_per_step(f, d->sensitivity, "kl_max", "n_admissible", NULL, &count, NULL, 0,
-                        "sensitivity.csv has no rows: no step was scored (see migration.csv's status)") < 0)
+                        "no admissible count in sensitivity.csv", false) < 0)
       return -1;
     rg_svg_hband bands[3];
     int n_bands = layer_bands(d->migration, bands);
@@ -567,7 +579,7 @@ static int figures_sensitivity(rg_figures *f, const rg_report_data *d) {
     figure_text layer = {SENSITIVITY_ID, SENSITIVITY_TITLE, "plot-sensitivity-layer",
                          "The layer selected under each KL budget \u03c4", "KL budget \u03c4", "layer"};
     if (figure_per_step(f, d->sensitivity, "kl_max", "best_layer", NULL, &layer, bands, n_bands,
-                        "no admissible candidate at any step under any KL budget \u03c4 (sensitivity.csv)") < 0)
+                        "no admissible candidate at any step under any KL budget \u03c4 (sensitivity.csv)", false) < 0)
       return -1;
   }
   if (d->pareto) {
@@ -575,7 +587,7 @@ static int figures_sensitivity(rg_figures *f, const rg_report_data *d) {
                          "Bypass\u2013KL Pareto front per step (lower is better on both)", "KL (harmless prompts, ablated)",
                          "bypass (refusal log-odds)"};
     if (figure_per_step(f, d->pareto, "kl", "bypass", NULL, &front, NULL, 0,
-                        "no Pareto front: no step has a candidate with finite bypass and KL (pareto.csv)") < 0)
+                        "no Pareto front: no step has a candidate with finite bypass and KL (pareto.csv)", true) < 0)
       return -1;
   }
   return 0;
@@ -649,7 +661,8 @@ static int figure_probes(rg_figures *f, const rg_csv *probes) {
                      "AUROC"};
   int rc = figure_per_step(f, &best, "layer", "auroc", py_rows, &txt, READS, 1,
                            "no probe AUROC: at every step the harmful val prompts were all refused or all complied "
-                           "with (probes.csv's n_refused, n_complied)");
+                           "with (probes.csv's n_refused, n_complied)",
+                           false);
   free(best.rows);
   return rc;
 }
@@ -675,7 +688,7 @@ static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs 
   if (figures_sensitivity(f, d) < 0) return -1;
   if (d->transfer && figures_transfer(f, d->transfer) < 0) return -1;
   if (d->probes && figure_probes(f, d->probes) < 0) return -1;
-  int pos;
+  int pos = -1;
   if ((d->geometry || d->carriers) && heatmap_position(d->migration, &pos) < 0) return -1;
   static const heatmap_spec LAYER_GRID = {.section_id = "layers", .section_title = "Per-layer measures",
                                           .x_col = "step", .y_col = "layer", .x_label = "training step",

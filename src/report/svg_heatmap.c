@@ -129,7 +129,7 @@ int rg_svg_heatmap_write(FILE *fp, const rg_svg_heatmap *h) {
   if (n_cells == 0 && h->empty_note)
     rg_svg_empty_note(fp, h->empty_note, LEFT, WIDTH - RIGHT, TOP + (HEIGHT - TOP - BOTTOM) / 2);
   write_labels(fp, h, cell_w, cell_h);
-  write_colour_bar(fp, h);
+  if (n_cells > 0) write_colour_bar(fp, h); /* no colours to map */
   fputs("</svg>\n", fp);
   return ferror(fp) ? rg_error_set("writing an SVG heatmap failed") : 0;
 }

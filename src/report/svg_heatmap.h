@@ -5,7 +5,8 @@
  * transfer matrix (source step x target step). Both axes are categorical:
  * one column per x value, one row per y value, ascending, the first row at
  * the bottom (checkpoint steps are unevenly spaced). A colour bar at the
- * right maps values to colours; its title runs along it.
+ * right maps values to colours (none when no cell is finite); its title
+ * runs along it.
  *
  * Countable marks (tests rely on it): one <rect class="cell"> per finite
  * value, each with a <title> "X_NAME x, Y_NAME y: V" ("step S, layer L: V"

@@ -80,7 +80,10 @@ static void data_ranges(const rg_svg_plot *p, axis *ax, axis *ay) {
     }
   }
   for (int k = 0; k < p->n_hbands; k++) widen(&ylo, &yhi, p->hbands[k].y0), widen(&ylo, &yhi, p->hbands[k].y1);
-  if (p->y_from_zero) widen(&ylo, &yhi, 0.0);
+  if (p->y_from_zero) {
+    widen(&ylo, &yhi, 0.0);
+    if (ylo == 0 && yhi == 0) yhi = 1; /* only zeros, or nothing: 0 at the bottom, not centred */
+  }
   *ax = make_axis(xlo, xhi);
   *ay = make_axis(ylo, yhi);
 }
