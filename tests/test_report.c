@@ -738,6 +738,9 @@ static void test_report_verdict_empty_notes(void **state) {
   expect_note(html, "plot-sensitivity-layer",
               "no admissible candidate at any step under any KL budget \u03c4 (sensitivity.csv)");
   check_plot(html, &(plot_counts){"plot-pareto", 0, 0, 0, 0, 0});
+  char *frame = svg_of(html, "plot-pareto"); /* KL and bypass: an empty frame from 0, not centred on it */
+  assert_null(strstr(frame, ">-0."));
+  free(frame);
   expect_note(html, "plot-pareto", "no Pareto front: no step has a candidate with finite bypass and KL (pareto.csv)");
   static const char *const heat[] = {"plot-transfer-bypass", "plot-transfer-induce"};
   for (int i = 0; i < 2; i++) {

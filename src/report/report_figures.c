@@ -63,6 +63,7 @@ typedef struct {
    * e.g. `.query("status == 'carrier'")` (NULL: all rows) */
   const char *py_rows;
   const char *run_real; /* rg_figures.run_real */
+  bool x_from_zero;     /* rg_svg_plot.x_from_zero */
 } plot_builder;
 
 static int plot_begin(plot_builder *b, const rg_figures *f) {
@@ -192,7 +193,7 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
   if (rc == 0) {
     rg_svg_plot p = {.id = txt->id, .title = txt->title, .x_label = txt->x_label, .y_label = txt->y_label,
                      .series = b->set.items, .n_series = b->set.n, .hbands = hbands, .n_hbands = n_hbands,
-                     .y_from_zero = y_from_zero, .empty_note = empty_note};
+                     .y_from_zero = y_from_zero, .x_from_zero = b->x_from_zero, .empty_note = empty_note};
     rc = rg_svg_plot_write(fp, &p);
     fclose(fp);
   }
@@ -205,6 +206,7 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
             hbands[k].y1);
   }
   if (y_from_zero) fputs("ax.set_ylim(bottom=min(0, ax.get_ylim()[0]))\n", py);
+  if (b->x_from_zero) fputs("ax.set_xlim(left=min(0, ax.get_xlim()[0]))\n", py);
   fputs("ax.set(title=", py);
   py_str(py, txt->title);
   fputs(", xlabel=", py);
@@ -554,6 +556,7 @@ static int figure_per_step(rg_figures *f, const rg_csv *t, const char *x, const 
   plot_builder b;
   if (plot_begin(&b, f) < 0) return -1;
   b.py_rows = py_rows;
+  b.x_from_zero = true; /* a KL budget, a KL, a layer: 0 is where they start */
   if (plot_csv_series(&b, t, x, y, NULL, NULL, BY_STEP, 1, "step ") < 0) {
     plot_discard(&b);
     return -1;

@@ -80,9 +80,14 @@ static void data_ranges(const rg_svg_plot *p, axis *ax, axis *ay) {
     }
   }
   for (int k = 0; k < p->n_hbands; k++) widen(&ylo, &yhi, p->hbands[k].y0), widen(&ylo, &yhi, p->hbands[k].y1);
+  /* only zeros, or nothing, on an axis from zero: 0 at its start, not centred */
+  if (p->x_from_zero) {
+    widen(&xlo, &xhi, 0.0);
+    if (xlo == 0 && xhi == 0) xhi = 1;
+  }
   if (p->y_from_zero) {
     widen(&ylo, &yhi, 0.0);
-    if (ylo == 0 && yhi == 0) yhi = 1; /* only zeros, or nothing: 0 at the bottom, not centred */
+    if (ylo == 0 && yhi == 0) yhi = 1;
   }
   *ax = make_axis(xlo, xhi);
   *ay = make_axis(ylo, yhi);

@@ -44,6 +44,7 @@ typedef struct {
   const rg_svg_hband *hbands;
   int n_hbands;
   bool y_from_zero; /* include 0 in the y range (rates, losses) */
+  bool x_from_zero; /* include 0 in the x range (a KL budget, a layer) */
   const char *empty_note; /* said inside the frame when no series has a point to draw (NULL: nothing) */
 } rg_svg_plot;
 
