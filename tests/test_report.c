@@ -5,8 +5,11 @@
  * The inputs are hand-written CSVs: train_log.csv (5 updates), asr.csv (2
  * attacks x 3 steps, Wilson cells computed by hand from n and successes),
  * migration.csv (4 steps, the last without an admissible carrier), a
- * refusal_rates.csv (3 groups x 2 steps) and a 2-point published curve. Expected counts, tick labels and point values
- * come from those files, not from refgeo. Old main had no `report`
+ * refusal_rates.csv (3 groups x 2 steps) and a 2-point published curve;
+ * for the verdict's measures a two-step series' sensitivity.csv, pareto.csv,
+ * transfer.csv and probes.csv, and a series with nothing to show. Expected
+ * counts, tick labels, point values and notes come from those files, not
+ * from refgeo. Old main had no `report`
  * command: every case here fails on it.
  */
 #include <stdbool.h>
