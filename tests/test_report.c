@@ -506,8 +506,9 @@ static void test_report_in_browser_and_jupyter(void **state) {
   run_check(python, "../check/check_notebook.py", args);
   /* The verdict's measures (test_report_verdict_measures' counts), and the
    * notebook's code for them, with data and without. */
-  snprintf(args, sizeof args, "%s/vrun --geometry %s/vrun/geometry --out %s/vfull.html --notebook --notebook-dir %s/vfull-nb",
-           g_root, g_root, g_root, g_root);
+  snprintf(args, sizeof args,
+           "%s/vrun --geometry %s/vrun/geometry --out %s/vfull.html --notebook --notebook-dir %s/vfull-nb", g_root,
+           g_root, g_root, g_root);
   run_report(args, 0, &err);
   free(err);
   snprintf(args, sizeof args,

@@ -463,7 +463,8 @@ static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, const heatma
           "        for j in range(values.shape[1]):\n"
           "            if values[i, j] == values[i, j]:  # light text on a dark cell (BT.601 luma)\n"
           "                r, g, b, _ = im.cmap(im.norm(values[i, j]))\n"
-          "                ax.text(j + 0.5, i + 0.5, f\"{values[i, j]:.3g}\", ha=\"center\", va=\"center\", fontsize=8,\n"
+          "                ax.text(j + 0.5, i + 0.5, f\"{values[i, j]:.3g}\", ha=\"center\", va=\"center\",\n"
+          "                        fontsize=8,\n"
           "                        color=\"#fff\" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else \"#222\")\n",
           py);
   fputs("ax.set(title=", py);
@@ -587,8 +588,8 @@ static int figures_sensitivity(rg_figures *f, const rg_report_data *d) {
   }
   if (d->pareto) {
     figure_text front = {SENSITIVITY_ID, SENSITIVITY_TITLE, "plot-pareto",
-                         "Bypass\u2013KL Pareto front per step (lower is better on both)", "KL (harmless prompts, ablated)",
-                         "bypass (refusal log-odds)"};
+                         "Bypass\u2013KL Pareto front per step (lower is better on both)",
+                         "KL (harmless prompts, ablated)", "bypass (refusal log-odds)"};
     if (figure_per_step(f, d->pareto, "kl", "bypass", NULL, &front, NULL, 0,
                         "no Pareto front: no step has a candidate with finite bypass and KL (pareto.csv)", true) < 0)
       return -1;

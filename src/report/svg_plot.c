@@ -231,7 +231,8 @@ static void write_legend(FILE *fp, const rg_svg_plot *p) {
     fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"%d\" fill=\"%s\"/>", WIDTH - RIGHT + 14, y,
             p->series[k].dashed ? 2 : 4, colour);
     fprintf(fp, "<text x=\"%d\" y=\"%d\">", WIDTH - RIGHT + 38, y + 5);
-    int lines = rg_svg_wrapped_text(fp, p->series[k].name, WIDTH - RIGHT + 38, LEGEND_MAX, LEGEND_LINES, LEGEND_LINE_PX);
+    int lines =
+        rg_svg_wrapped_text(fp, p->series[k].name, WIDTH - RIGHT + 38, LEGEND_MAX, LEGEND_LINES, LEGEND_LINE_PX);
     fputs("</text>\n", fp);
     y += 18 + LEGEND_LINE_PX * (lines - 1);
   }
