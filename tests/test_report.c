@@ -5,8 +5,11 @@
  * The inputs are hand-written CSVs: train_log.csv (5 updates), asr.csv (2
  * attacks x 3 steps, Wilson cells computed by hand from n and successes),
  * migration.csv (4 steps, the last without an admissible carrier), a
- * refusal_rates.csv (3 groups x 2 steps) and a 2-point published curve. Expected counts, tick labels and point values
- * come from those files, not from refgeo. Old main had no `report`
+ * refusal_rates.csv (3 groups x 2 steps) and a 2-point published curve;
+ * for the verdict's measures a two-step series' sensitivity.csv, pareto.csv,
+ * transfer.csv and probes.csv, and a series with nothing to show. Expected
+ * counts, tick labels, point values and notes come from those files, not
+ * from refgeo. Old main had no `report`
  * command: every case here fails on it.
  */
 #include <stdbool.h>
@@ -86,6 +89,68 @@ static const char CARRIERS[] = "step,pos,layer,bypass,induce,kl,admissible,rejec
                                "100,-1,0,2.0,1,0.01,1,,2\n"
                                "100,-1,1,-1.5,1,0.01,1,,1\n";
 
+/* The verdict's reported measures of a two-step series (steps 0 and 100)
+ * of a 12-layer model (migration.csv: 10 / 0.8333333), as `refgeo geometry`
+ * writes them into RUN/geometry (csv-formats.md).
+ * sensitivity.csv: 2 steps x 3 KL budgets; step 0 has no admissible
+ * candidate at tau = 0.05 (6 counts, 5 layers). */
+static const char V_MIGRATION[] =
+    "step,best_layer,best_pos,rel_depth,label,bypass,induce,kl,n_admissible,angle_vs_step0_deg,erank_sigma,"
+    "erank_sigma2,pr,matrix,status,probe_layer\n"
+    "0,10,-1,0.8333333,late,-2.0,1.5,0.08,5,0,1.2,1.1,1.05,carrier,carrier,1\n"
+    "100,3,-1,0.25,early,-1.0,1.2,0.09,6,80,1.3,1.2,1.1,carrier,carrier,1\n";
+static const char V_SENSITIVITY[] = "step,kl_max,n_admissible,best_layer,best_pos,best_bypass\n"
+                                    "0,0.05,0,,,nan\n"
+                                    "0,0.1,2,9,-1,-1.5\n"
+                                    "0,0.5,5,10,-1,-2.0\n"
+                                    "100,0.05,1,3,-1,-0.5\n"
+                                    "100,0.1,3,3,-2,-1.0\n"
+                                    "100,0.5,6,4,-1,-1.8\n";
+/* Step 0's front has 3 candidates, listed out of KL order (the line runs in
+ * KL order); step 100's one point draws no line. */
+static const char V_PARETO[] = "step,pos,layer,bypass,kl\n"
+                               "0,-1,10,-2.0,0.4\n"
+                               "0,-1,9,-1.5,0.08\n"
+                               "0,-2,5,-0.3,0.04\n"
+                               "100,-1,3,-1.0,0.09\n";
+/* Sources 0 and 100, targets 0, 50, 100; 100 -> 50 has no number: 5 cells. */
+static const char V_TRANSFER[] = "from_step,to_step,pos,layer,bypass,induce,base_harmful,base_harmless\n"
+                                 "0,0,-1,10,-2,1.5,3,-2\n"
+                                 "0,50,-1,10,-1,0.5,2.5,-2\n"
+                                 "0,100,-1,10,0.5,-1,2,-2\n"
+                                 "100,0,-1,3,-0.5,0.2,3,-2\n"
+                                 "100,50,-1,3,nan,nan,2.5,-2\n"
+                                 "100,100,-1,3,-1.0,1.2,2,-2\n";
+/* 2 steps x 3 layers x 2 positions. The plot keeps each layer's best
+ * position: step 0 reads 0.55, 0.9, 0.95 at layers 0, 1, 2; step 100 has no
+ * AUROC at layer 0 (a gap), then 0.82 and 0.7. */
+static const char V_PROBES[] = "step,layer,pos,auroc,n_refused,n_complied\n"
+                               "0,0,-2,0.4,5,5\n"
+                               "0,0,-1,0.55,5,5\n"
+                               "0,1,-2,0.9,5,5\n"
+                               "0,1,-1,0.7,5,5\n"
+                               "0,2,-2,0.85,5,5\n"
+                               "0,2,-1,0.95,5,5\n"
+                               "100,0,-2,nan,5,0\n"
+                               "100,0,-1,nan,5,0\n"
+                               "100,1,-2,0.6,5,5\n"
+                               "100,1,-1,0.82,5,5\n"
+                               "100,2,-2,0.5,5,5\n"
+                               "100,2,-1,0.7,5,5\n";
+/* A series with nothing to show: one step, nothing admissible, no front, no
+ * probe AUROC (every harmful val prompt refused). */
+static const char V_NONE_MIGRATION[] = "step,best_layer,best_pos,rel_depth,label,status\n"
+                                       "0,,,nan,none,none admissible\n";
+static const char V_NONE_SENSITIVITY[] = "step,kl_max,n_admissible,best_layer,best_pos,best_bypass\n"
+                                         "0,0.1,0,,,nan\n"
+                                         "0,1,0,,,nan\n";
+static const char V_NONE_PARETO[] = "step,pos,layer,bypass,kl\n";
+static const char V_NONE_TRANSFER[] = "from_step,to_step,pos,layer,bypass,induce,base_harmful,base_harmless\n"
+                                      "0,0,-1,5,-0.2,0.1,1,-1\n";
+static const char V_NONE_PROBES[] = "step,layer,pos,auroc,n_refused,n_complied\n"
+                                    "0,0,-1,nan,8,0\n"
+                                    "0,1,-1,nan,8,0\n";
+
 /* The model a run names: 3 bytes "abc", whose sha256 is FIPS 180-2's first
  * example. */
 #define MODEL_SHA256 "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -134,6 +199,18 @@ static int setup(void **state) {
   write_in("geo/carriers.csv", CARRIERS);
   write_in("xstest/refusal_rates.csv", REFUSAL_RATES);
   write_in("published.csv", PUBLISHED);
+  make_dir("vrun/geometry");
+  write_in("vrun/geometry/migration.csv", V_MIGRATION);
+  write_in("vrun/geometry/sensitivity.csv", V_SENSITIVITY);
+  write_in("vrun/geometry/pareto.csv", V_PARETO);
+  write_in("vrun/geometry/transfer.csv", V_TRANSFER);
+  write_in("vrun/geometry/probes.csv", V_PROBES);
+  make_dir("vnone");
+  write_in("vnone/migration.csv", V_NONE_MIGRATION);
+  write_in("vnone/sensitivity.csv", V_NONE_SENSITIVITY);
+  write_in("vnone/pareto.csv", V_NONE_PARETO);
+  write_in("vnone/transfer.csv", V_NONE_TRANSFER);
+  write_in("vnone/probes.csv", V_NONE_PROBES);
   return 0;
 }
 
@@ -427,6 +504,26 @@ static void test_report_in_browser_and_jupyter(void **state) {
   run_check(python, "../check/check_report_browser.py", args);
   snprintf(args, sizeof args, "%s/full-nb/run.ipynb %s/executed", g_root, g_root);
   run_check(python, "../check/check_notebook.py", args);
+  /* The verdict's measures (test_report_verdict_measures' counts), and the
+   * notebook's code for them, with data and without. */
+  snprintf(args, sizeof args,
+           "%s/vrun --geometry %s/vrun/geometry --out %s/vfull.html --notebook --notebook-dir %s/vfull-nb", g_root,
+           g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  snprintf(args, sizeof args,
+           "%s/vfull.html %s/vreport.png plot-sensitivity=6 plot-sensitivity-layer=5 plot-pareto=4 "
+           "plot-transfer-bypass=5 plot-transfer-induce=5 plot-probes=5",
+           g_root, g_root);
+  run_check(python, "../check/check_report_browser.py", args);
+  snprintf(args, sizeof args, "%s/vfull-nb/vrun.ipynb %s/vexecuted", g_root, g_root);
+  run_check(python, "../check/check_notebook.py", args);
+  snprintf(args, sizeof args, "%s/run --geometry %s/vnone --out %s/vnone-nb.html --notebook --notebook-dir %s/vnone-nb",
+           g_root, g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  snprintf(args, sizeof args, "%s/vnone-nb/run.ipynb %s/vnone-executed", g_root, g_root);
+  run_check(python, "../check/check_notebook.py", args);
 }
 
 /* One line on stderr, naming NAME, exit 1, and no report written. */
@@ -472,6 +569,242 @@ static void test_report_bad_inputs(void **state) {
   expect_error(args, file);
 }
 
+/* The text of the one <text class="empty-note"> of SVG with its tspans'
+ * lines joined by spaces, malloc'd; NULL when SVG has none. */
+static char *empty_note_of(const char *svg) {
+  const char *at = strstr(svg, "class=\"empty-note\"");
+  if (!at) return NULL;
+  assert_null(strstr(at + 1, "class=\"empty-note\""));
+  const char *end = strstr(at, "</text>");
+  assert_non_null(end);
+  char *out = calloc((size_t)(end - at) + 1, 1);
+  size_t n = 0;
+  for (const char *p = strchr(at, '>') + 1; p < end;) {
+    if (*p == '<') {
+      if (strncmp(p, "<tspan", 6) == 0 && n > 0) out[n++] = ' ';
+      p = strchr(p, '>') + 1;
+      continue;
+    }
+    out[n++] = *p++;
+  }
+  return out;
+}
+
+static void expect_note(const char *html, const char *id, const char *note) {
+  char *svg = svg_of(html, id), *got = empty_note_of(svg);
+  if (!got || strcmp(got, note) != 0) fail_msg("%s: empty note '%s', want '%s'", id, got ? got : "(none)", note);
+  free(got);
+  free(svg);
+}
+
+static void expect_in(const char *html, const char *id, const char *const *texts, size_t n) {
+  char *svg = svg_of(html, id);
+  for (size_t i = 0; i < n; i++)
+    if (!strstr(svg, texts[i])) fail_msg("%s lacks '%s'", id, texts[i]);
+  assert_null(empty_note_of(svg)); /* a plot with data says no "why empty" */
+  free(svg);
+}
+
+/* The verdict's reported measures, from RUN/geometry: sensitivity curves,
+ * Pareto fronts, the transfer matrices and the probe AUROC, each with the
+ * marks and values of the CSVs above; the notebook redraws each from the
+ * CSVs below RUN. */
+static void test_report_verdict_measures(void **state) {
+  char args[1024], *err = NULL;
+  snprintf(args, sizeof args, "%s/vrun --geometry %s/vrun/geometry --notebook --notebook-dir %s/vnb", g_root, g_root,
+           g_root);
+  run_report(args, 0, &err);
+  free(err);
+  char *path = path_in("vrun/report.html");
+  char *html = rg_read_file(path, NULL);
+  assert_non_null(html);
+
+  const plot_counts want[] = {
+      {"plot-sensitivity", 6, 2, 2, 0, 0},
+      {"plot-sensitivity-layer", 5, 2, 2, 0, 3}, /* over the early/middle/late bands of 12 layers */
+      {"plot-pareto", 4, 2, 1, 0, 0},
+      {"plot-probes", 5, 2, 2, 0, 1}, /* the AUROC >= 0.8 band */
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) check_plot(html, &want[i]);
+  /* tooltips "series: x, y" carry the CSV's values; series are named by step */
+  static const char *const sens[] = {"data-name=\"step 0\"", "data-name=\"step 100\"", "step 0: 0.1, 2</title>",
+                                     "step 100: 0.5, 6</title>", ">KL budget \u03c4</text>",
+                                     ">admissible candidates</text>"};
+  expect_in(html, "plot-sensitivity", sens, sizeof sens / sizeof sens[0]);
+  static const char *const sens_layer[] = {"step 0: 0.1, 9</title>", "step 100: 0.5, 4</title>", ">late</text>"};
+  expect_in(html, "plot-sensitivity-layer", sens_layer, sizeof sens_layer / sizeof sens_layer[0]);
+  static const char *const pareto[] = {"step 0: 0.08, -1.5</title>", "step 100: 0.09, -1</title>"};
+  expect_in(html, "plot-pareto", pareto, sizeof pareto / sizeof pareto[0]);
+  /* step 0's front in KL order: x = 0.04, 0.08, 0.4 on an axis 0..0.4 over
+   * pixels 70..560 (svg_plot.c's LEFT, WIDTH - RIGHT): 119, 168, 560 */
+  char *svg = svg_of(html, "plot-pareto");
+  const char *line = strstr(strstr(svg, "data-name=\"step 0\""), "<path class=\"line\" d=\"M119.0 ");
+  assert_non_null(line);
+  const char *x168 = strstr(line, "L168.0 "), *x560 = strstr(line, "L560.0 ");
+  assert_true(x168 && x560 && x168 < x560 && x560 < strchr(line, '>'));
+  free(svg);
+  /* probes: each layer's best position; layer 1 of step 0 reads 0.9, not
+   * position -1's 0.7 */
+  static const char *const probes[] = {"step 0: 0, 0.55</title>", "step 0: 1, 0.9</title>", "step 0: 2, 0.95</title>",
+                                       "step 100: 1, 0.82</title>", "step 100: 2, 0.7</title>",
+                                       "AUROC \u2265 0.8", ">layer</text>"};
+  expect_in(html, "plot-probes", probes, sizeof probes / sizeof probes[0]);
+  svg = svg_of(html, "plot-probes");
+  assert_null(strstr(svg, "step 0: 1, 0.7</title>"));
+  assert_null(strstr(svg, ", 0.4</title>"));
+  free(svg);
+
+  /* transfer: source x target matrices, one cell and one written value per
+   * finite number, named by both steps; both axes say what they are */
+  char *bypass = svg_of(html, "plot-transfer-bypass"), *induce = svg_of(html, "plot-transfer-induce");
+  assert_int_equal(count(bypass, "class=\"cell\""), 5);
+  assert_int_equal(count(induce, "class=\"cell\""), 5);
+  assert_int_equal(count(bypass, "class=\"cell-value\""), 5);
+  assert_non_null(strstr(bypass, "<title>target step 100, source step 0: 0.5</title>"));
+  assert_non_null(strstr(induce, "<title>target step 0, source step 100: 0.2</title>"));
+  assert_null(strstr(bypass, "target step 50, source step 100"));
+  assert_non_null(strstr(bypass, ">target step (the model the direction is scored in)</text>"));
+  assert_non_null(strstr(bypass, ">source step (whose carrier)</text>"));
+  assert_non_null(strstr(bypass, ">bypass (refusal log-odds; lower: stronger)</text>"));
+  /* bypass -2, the minimum, is the sequential scale's light end (#ffffcc) */
+  assert_non_null(strstr(bypass, "fill=\"#ffffcc\"><title>target step 0, source step 0: -2</title>"));
+  assert_null(empty_note_of(bypass));
+  free(bypass);
+  free(induce);
+
+  /* page order: the verdict's measures after the migration plots */
+  const char *mig = strstr(html, "id=\"plot-carrier-layer\""), *sens_at = strstr(html, "<h2 id=\"sensitivity\">"),
+             *tr = strstr(html, "<h2 id=\"transfer\">"), *pr = strstr(html, "<h2 id=\"probes\">");
+  assert_true(mig && sens_at && tr && pr && mig < sens_at && sens_at < tr && tr < pr);
+  /* and their CSVs as tables */
+  static const char *const tables[] = {"sensitivity.csv", "pareto.csv", "transfer.csv", "probes.csv"};
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+    char key[128];
+    snprintf(key, sizeof key, "/vrun/geometry/%s</", tables[i]);
+    if (!strstr(html, key)) fail_msg("no table of %s", tables[i]);
+  }
+
+  /* The notebook: a code cell per plot whose saved output is the page's SVG
+   * and whose code reads the CSV below RUN. */
+  char *nb_path = path_in("vnb/vrun.ipynb"), *text = rg_read_file(nb_path, NULL);
+  assert_non_null(text);
+  cJSON *nb = cJSON_Parse(text);
+  assert_non_null(nb);
+  static const struct {
+    const char *id, *csv;
+  } cells[] = {{"plot-sensitivity", "RUN / \"geometry/sensitivity.csv\""},
+               {"plot-sensitivity-layer", "RUN / \"geometry/sensitivity.csv\""},
+               {"plot-pareto", "RUN / \"geometry/pareto.csv\""},
+               {"plot-transfer-bypass", "RUN / \"geometry/transfer.csv\""},
+               {"plot-transfer-induce", "RUN / \"geometry/transfer.csv\""},
+               {"plot-probes", "RUN / \"geometry/probes.csv\""}};
+  for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) {
+    char *page_svg = svg_of(html, cells[i].id);
+    bool found = false;
+    const cJSON *cell;
+    cJSON_ArrayForEach(cell, cJSON_GetObjectItem(nb, "cells")) {
+      if (strcmp(cJSON_GetObjectItem(cell, "cell_type")->valuestring, "code") != 0) continue;
+      const cJSON *out = cJSON_GetArrayItem(cJSON_GetObjectItem(cell, "outputs"), 0);
+      const char *got = cJSON_GetObjectItem(cJSON_GetObjectItem(out, "data"), "image/svg+xml")->valuestring;
+      if (strncmp(got, page_svg, strlen(page_svg)) != 0) continue;
+      const char *source = cJSON_GetObjectItem(cell, "source")->valuestring;
+      assert_non_null(strstr(source, "RUN = Path(\"../vrun\")"));
+      if (!strstr(source, cells[i].csv)) fail_msg("%s: its cell does not read %s", cells[i].id, cells[i].csv);
+      found = true;
+    }
+    if (!found) fail_msg("the notebook has no cell for %s", cells[i].id);
+    free(page_svg);
+  }
+  assert_non_null(strstr(text, "drop_duplicates([\\\"step\\\", \\\"layer\\\"])")); /* the probes' best position */
+  cJSON_Delete(nb);
+  free(text);
+  free(nb_path);
+  free(html);
+  free(path);
+}
+
+/* Each of these plots without data says why, inside it. */
+static void test_report_verdict_empty_notes(void **state) {
+  char args[1024], *err = NULL;
+  snprintf(args, sizeof args, "%s/run --geometry %s/vnone --out %s/vnone.html", g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  char *path = path_in("vnone.html");
+  char *html = rg_read_file(path, NULL);
+  assert_non_null(html);
+  /* zero counts are data: drawn */
+  check_plot(html, &(plot_counts){"plot-sensitivity", 2, 1, 1, 0, 0});
+  char *zeros = svg_of(html, "plot-sensitivity"); /* counts of 0 sit at the bottom of a 0..1 axis */
+  assert_non_null(strstr(zeros, ">1</text>"));
+  assert_null(strstr(zeros, ">-0.2</text>"));
+  free(zeros);
+  check_plot(html, &(plot_counts){"plot-sensitivity-layer", 0, 1, 0, 0, 0});
+  expect_note(html, "plot-sensitivity-layer",
+              "no admissible candidate at any step under any KL budget \u03c4 (sensitivity.csv)");
+  check_plot(html, &(plot_counts){"plot-pareto", 0, 0, 0, 0, 0});
+  char *frame = svg_of(html, "plot-pareto"); /* KL and bypass: an empty frame from 0, not centred on it */
+  assert_null(strstr(frame, ">-0."));
+  free(frame);
+  expect_note(html, "plot-pareto", "no Pareto front: no step has a candidate with finite bypass and KL (pareto.csv)");
+  static const char *const heat[] = {"plot-transfer-bypass", "plot-transfer-induce"};
+  for (int i = 0; i < 2; i++) {
+    char *svg = svg_of(html, heat[i]);
+    assert_int_equal(count(svg, "class=\"cell\""), 0); /* a 1 x 1 matrix is no transfer */
+    assert_null(strstr(svg, "class=\"colorbar\""));     /* nor a scale with nothing on it */
+    free(svg);
+    expect_note(html, heat[i], "no transfer: fewer than two scored steps in transfer.csv");
+  }
+  check_plot(html, &(plot_counts){"plot-probes", 0, 1, 0, 0, 1});
+  expect_note(html, "plot-probes",
+              "no probe AUROC: at every step the harmful val prompts were all refused or all complied with "
+              "(probes.csv&#39;s n_refused, n_complied)");
+  free(html);
+  free(path);
+  /* a probes.csv without rows: no step was scored */
+  make_dir("vnorows");
+  write_in("vnorows/migration.csv", V_NONE_MIGRATION);
+  write_in("vnorows/probes.csv", "step,layer,pos,auroc,n_refused,n_complied\n");
+  snprintf(args, sizeof args, "%s/run --geometry %s/vnorows --out %s/vnorows.html", g_root, g_root, g_root);
+  run_report(args, 0, &err);
+  free(err);
+  path = path_in("vnorows.html");
+  html = rg_read_file(path, NULL);
+  assert_non_null(html);
+  check_plot(html, &(plot_counts){"plot-probes", 0, 0, 0, 0, 1});
+  expect_note(html, "plot-probes", "probes.csv has no rows: no step was scored (see migration.csv&#39;s status)");
+  assert_null(strstr(html, "id=\"plot-transfer-bypass\"")); /* no transfer.csv: no plot */
+  free(html);
+  free(path);
+}
+
+/* A broken verdict CSV: one line naming the file, no report. */
+static void test_report_verdict_bad_csv(void **state) {
+  static const struct {
+    const char *file, *text, *error;
+  } bad[] = {
+      {"transfer.csv", "from_step,to_step,bypass,induce\n0,\"1,2,3\n", "transfer.csv"},
+      {"probes.csv", "step,layer,pos,auroc\n0,1,-1,high\n", "probes.csv: row 1, column auroc: 'high' is not a number"},
+      {"pareto.csv", "step,pos,layer,bypass\n0,-1,3,-1\n", "pareto.csv: missing column kl"},
+      {"sensitivity.csv", "step,kl_max,n_admissible\n0,0.1\n", "sensitivity.csv"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char dir[64], rel[128], args[1024], file[1024];
+    snprintf(dir, sizeof dir, "vbad-%zu", i);
+    make_dir(dir);
+    snprintf(rel, sizeof rel, "%s/migration.csv", dir);
+    write_in(rel, V_MIGRATION);
+    snprintf(rel, sizeof rel, "%s/%s", dir, bad[i].file);
+    write_in(rel, bad[i].text);
+    snprintf(args, sizeof args, "%s/run --geometry %s/%s --out %s/%s.html", g_root, g_root, dir, g_root, dir);
+    snprintf(file, sizeof file, "%s/%s/%s", g_root, dir, bad[i].error);
+    expect_error(args, file);
+    snprintf(rel, sizeof rel, "%s.html", dir);
+    char *out = path_in(rel);
+    assert_false(rg_path_exists(out));
+    free(out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_plots),
@@ -479,6 +812,9 @@ int main(void) {
       cmocka_unit_test(test_report_notebook),
       cmocka_unit_test(test_report_in_browser_and_jupyter),
       cmocka_unit_test(test_report_bad_inputs),
+      cmocka_unit_test(test_report_verdict_measures),
+      cmocka_unit_test(test_report_verdict_empty_notes),
+      cmocka_unit_test(test_report_verdict_bad_csv),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

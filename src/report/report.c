@@ -58,7 +58,8 @@ static void write_page(FILE *fp, const rg_report_data *d, const rg_figures *figs
     rg_html_pre(fp, d->repro);
   }
   rg_html_section(fp, "tables", "Tables");
-  const rg_csv *tables[] = {d->migration, d->train_log, d->carriers, d->geometry};
+  const rg_csv *tables[] = {d->migration, d->sensitivity, d->transfer, d->pareto,
+                            d->train_log,  d->probes,      d->carriers, d->geometry};
   for (int i = 0; i < d->n_asr; i++) rg_html_csv_table(fp, d->asr[i], MAX_TABLE_ROWS);
   for (int i = 0; i < d->n_refusal_rates; i++) rg_html_csv_table(fp, d->refusal_rates[i], MAX_TABLE_ROWS);
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)

@@ -12,6 +12,8 @@
  *   plot-carrier-layer migration.csv's best_layer against step over
  *                      early / middle / late bands;
  *   plot-spectrum      migration.csv's erank_sigma, erank_sigma2 and pr;
+ *   the verdict's reported measures (sensitivity.csv, pareto.csv,
+ *   transfer.csv, probes.csv; report_figures.h lists them);
  *   plot-overrefusal   refusal_rates.csv's refusal_rate per group, with band.
  * Then every CSV as a table and config.ini as text. The marks follow
  * svg_plot.h's convention: one <circle> per finite point.

@@ -13,6 +13,10 @@ void rg_report_data_free(rg_report_data *d) {
   rg_csv_free(d->geometry);
   rg_csv_free(d->carriers);
   rg_csv_free(d->migration);
+  rg_csv_free(d->sensitivity);
+  rg_csv_free(d->pareto);
+  rg_csv_free(d->transfer);
+  rg_csv_free(d->probes);
   free(d->verdict);
   free(d->plan_sha256);
   for (int i = 0; i < d->n_refusal_rates; i++) rg_csv_free(d->refusal_rates[i]);
@@ -72,6 +76,10 @@ static int load(const rg_report_inputs *in, rg_report_data *d) {
     if (read_optional(in->geometry_dir, "geometry.csv", &d->geometry) < 0 ||
         read_optional(in->geometry_dir, "carriers.csv", &d->carriers) < 0 ||
         read_optional(in->geometry_dir, "migration.csv", &d->migration) < 0 ||
+        read_optional(in->geometry_dir, "sensitivity.csv", &d->sensitivity) < 0 ||
+        read_optional(in->geometry_dir, "pareto.csv", &d->pareto) < 0 ||
+        read_optional(in->geometry_dir, "transfer.csv", &d->transfer) < 0 ||
+        read_optional(in->geometry_dir, "probes.csv", &d->probes) < 0 ||
         read_optional_text(in->geometry_dir, "verdict.txt", &d->verdict) < 0 ||
         read_optional_text(in->geometry_dir, "plan.sha256", &d->plan_sha256) < 0)
       return -1;

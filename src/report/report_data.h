@@ -19,6 +19,7 @@ typedef struct {
   rg_csv **asr; /* one per --asr folder */
   int n_asr;
   rg_csv *geometry, *carriers, *migration;
+  rg_csv *sensitivity, *pareto, *transfer, *probes; /* the verdict's reported measures (csv-formats.md) */
   rg_csv **refusal_rates; /* one per --overrefusal folder */
   int n_refusal_rates;
   rg_published_curve published;

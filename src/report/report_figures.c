@@ -59,8 +59,11 @@ typedef struct {
   size_t py_size;
   FILE *py;
   int n_tables; /* CSVs read so far: names the Python variables t0, t1 ... */
-  const char *py_query; /* the rows the SVG was given, as a DataFrame.query (NULL: all) */
+  /* the rows the SVG was given, as a pandas method chain on the table read,
+   * e.g. `.query("status == 'carrier'")` (NULL: all rows) */
+  const char *py_rows;
   const char *run_real; /* rg_figures.run_real */
+  bool x_from_zero;     /* rg_svg_plot.x_from_zero */
 } plot_builder;
 
 static int plot_begin(plot_builder *b, const rg_figures *f) {
@@ -87,11 +90,7 @@ static int plot_csv_series(plot_builder *b, const rg_csv *t, const char *x, cons
   char var[16];
   snprintf(var, sizeof var, "t%d", b->n_tables++);
   py_read_csv(py, var, t->path, b->run_real);
-  if (b->py_query) {
-    fprintf(py, "%s = %s.query(", var, var);
-    py_str(py, b->py_query);
-    fputs(")\n", py);
-  }
+  if (b->py_rows) fprintf(py, "%s = %s%s\n", var, var, b->py_rows);
   const char *indent = "";
   if (n_group > 0) {
     fprintf(py, "for key, g in %s.groupby([", var);
@@ -194,7 +193,7 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
   if (rc == 0) {
     rg_svg_plot p = {.id = txt->id, .title = txt->title, .x_label = txt->x_label, .y_label = txt->y_label,
                      .series = b->set.items, .n_series = b->set.n, .hbands = hbands, .n_hbands = n_hbands,
-                     .y_from_zero = y_from_zero, .empty_note = empty_note};
+                     .y_from_zero = y_from_zero, .x_from_zero = b->x_from_zero, .empty_note = empty_note};
     rc = rg_svg_plot_write(fp, &p);
     fclose(fp);
   }
@@ -207,6 +206,7 @@ static int plot_finish(plot_builder *b, rg_figures *f, const figure_text *txt, c
             hbands[k].y1);
   }
   if (y_from_zero) fputs("ax.set_ylim(bottom=min(0, ax.get_ylim()[0]))\n", py);
+  if (b->x_from_zero) fputs("ax.set_xlim(left=min(0, ax.get_xlim()[0]))\n", py);
   fputs("ax.set(title=", py);
   py_str(py, txt->title);
   fputs(", xlabel=", py);
@@ -302,10 +302,10 @@ static int n_layers_of(const rg_csv *mig) {
 
 /* The rows of migration.csv whose step has a carrier (status "carrier"), as a
  * view sharing MIG's cells; every row when the table predates the status
- * column. *QUERY gets the same selection for pandas (NULL: all rows). */
-static int carrier_rows(const rg_csv *mig, rg_csv *view, const char **query) {
+ * column. *PY_ROWS gets the same selection for pandas (NULL: all rows). */
+static int carrier_rows(const rg_csv *mig, rg_csv *view, const char **py_rows) {
   *view = *mig;
-  *query = NULL;
+  *py_rows = NULL;
   int sc = rg_csv_col(mig, "status");
   if (sc < 0) return 0;
   view->rows = malloc((mig->n_rows ? mig->n_rows : 1) * sizeof *view->rows);
@@ -313,24 +313,35 @@ static int carrier_rows(const rg_csv *mig, rg_csv *view, const char **query) {
   view->n_rows = 0;
   for (size_t r = 0; r < mig->n_rows; r++)
     if (strcmp(mig->rows[r][sc], "carrier") == 0) view->rows[view->n_rows++] = mig->rows[r];
-  *query = "status == 'carrier'";
+  *py_rows = ".query(\"status == 'carrier'\")";
   return 0;
 }
 
 static const char NO_CARRIER[] =
     "no step has a carrier: see the verdict and migration.csv's status column";
 
-static int figure_carrier_layer(rg_figures *f, const rg_csv *mig, const rg_csv *carriers, const char *query) {
-  int n_layers = n_layers_of(mig);
-  if (n_layers < 0) return -1;
-  /* migration.csv's default labels: early below L/3, late from 2L/3
-   * (csv-formats.md; a run with other thresholds still gets these bands). */
+/* migration.csv's default labels as bands over the model's layers: early
+ * below L/3, late from 2L/3 (csv-formats.md; a run with other thresholds
+ * still gets these bands). Returns how many (0 when MIG is NULL or does not
+ * tell L), or -1. */
+static int layer_bands(const rg_csv *mig, rg_svg_hband bands[3]) {
+  int n_layers = mig ? n_layers_of(mig) : 0;
+  if (n_layers <= 0) return n_layers;
   double L = n_layers;
-  rg_svg_hband bands[] = {{0, L / 3, "early"}, {L / 3, 2 * L / 3, "middle"}, {2 * L / 3, L, "late"}};
+  bands[0] = (rg_svg_hband){0, L / 3, "early"};
+  bands[1] = (rg_svg_hband){L / 3, 2 * L / 3, "middle"};
+  bands[2] = (rg_svg_hband){2 * L / 3, L, "late"};
+  return 3;
+}
+
+static int figure_carrier_layer(rg_figures *f, const rg_csv *mig, const rg_csv *carriers, const char *py_rows) {
+  rg_svg_hband bands[3];
+  int n_bands = layer_bands(mig, bands);
+  if (n_bands < 0) return -1;
   bool intervals = rg_csv_col(mig, "layer_lo") >= 0 && rg_csv_col(mig, "layer_hi") >= 0;
   plot_builder b;
   if (plot_begin(&b, f) < 0) return -1;
-  b.py_query = query;
+  b.py_rows = py_rows;
   if (plot_csv_series(&b, carriers, "step", "best_layer", intervals ? "layer_lo" : NULL, intervals ? "layer_hi" : NULL,
                       NULL, 0, "carrier layer l* (bootstrap 95%)") < 0) {
     plot_discard(&b);
@@ -338,17 +349,17 @@ static int figure_carrier_layer(rg_figures *f, const rg_csv *mig, const rg_csv *
   }
   figure_text txt = {"migration", "Carrier migration and spectrum", "plot-carrier-layer",
                      "Migration: the selected carrier's layer", "training step", "layer"};
-  return plot_finish(&b, f, &txt, bands, n_layers > 0 ? 3 : 0, true, NO_CARRIER);
+  return plot_finish(&b, f, &txt, bands, n_bands, true, NO_CARRIER);
 }
 
 /* The columns COLS of T (those it has) against step; no figure when it has
- * none of them. QUERY (pandas) names the rows T holds, EMPTY_NOTE says why a
- * frame without points is empty (both may be NULL). */
+ * none of them. PY_ROWS (pandas) selects the rows T holds, EMPTY_NOTE says
+ * why a frame without points is empty (both may be NULL). */
 static int figure_columns(rg_figures *f, const rg_csv *t, const char *const *cols, int n_cols,
-                          const figure_text *txt, const char *query, const char *empty_note) {
+                          const figure_text *txt, const char *py_rows, const char *empty_note) {
   plot_builder b;
   if (plot_begin(&b, f) < 0) return -1;
-  b.py_query = query;
+  b.py_rows = py_rows;
   for (int k = 0; k < n_cols; k++)
     if (rg_csv_col(t, cols[k]) >= 0 && plot_csv_series(&b, t, "step", cols[k], NULL, NULL, NULL, 0, cols[k]) < 0) {
       plot_discard(&b);
@@ -379,55 +390,127 @@ static int heatmap_position(const rg_csv *mig, int *pos) {
   return 0;
 }
 
+/* One heatmap: COLUMN of a CSV over the grid X_COL x Y_COL. */
 typedef struct {
+  const char *section_id, *section_title;
   const char *column, *value_label, *id, *title;
-  bool diverging; /* a cosine: fixed range [-1, 1], blue-white-red */
+  const char *x_col, *y_col, *x_label, *y_label;
+  const char *x_name, *y_name; /* the tooltip's words for a cell's x and y */
+  bool diverging;              /* a cosine: fixed range [-1, 1], blue-white-red */
+  bool annotate;               /* each value written in its cell (small grids) */
+  size_t min_x;                /* fewer x columns than this draw nothing, and say FEW_X_NOTE */
+  const char *few_x_note;
 } heatmap_spec;
 
-static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, int pos, double lo, double hi,
-                            const char *run_real) {
+/* A heatmap of the rows FILTER selects (FILTER_COL == FILTER_VALUE; all rows
+ * when FILTER_COL is NULL), titled TITLE. */
+typedef struct {
+  const char *filter_col;
+  int filter_value;
+  const char *title;
+  const char *empty_note; /* no finite value */
+  double lo, hi;
+} heatmap_view;
+
+static void py_note(FILE *py, const char *indent, const char *note) {
+  fprintf(py, "%sax.text(0.5, 0.5, ", indent);
+  py_str(py, note);
+  fputs(", ha=\"center\", va=\"center\", wrap=True, transform=ax.transAxes, color=\"#555\")\n", py);
+}
+
+static char *heatmap_python(const rg_csv *t, const heatmap_spec *s, const heatmap_view *v, const char *run_real) {
   char *text = NULL;
   size_t size = 0;
   FILE *py = open_memstream(&text, &size);
   if (!py) return NULL;
   fputs(PY_HEAD, py);
   py_read_csv(py, "t", t->path, run_real);
-  fprintf(py, "t = t[t[\"pos\"] == %d]\ngrid = t.set_index([\"layer\", \"step\"])[", pos);
+  if (v->filter_col) {
+    fputs("t = t[t[", py);
+    py_str(py, v->filter_col);
+    fprintf(py, "] == %d]\n", v->filter_value);
+  }
+  fputs("grid = t.set_index([", py);
+  py_str(py, s->y_col);
+  fputs(", ", py);
+  py_str(py, s->x_col);
+  fputs("])[", py);
   py_str(py, s->column);
-  fputs("].unstack(\"step\").sort_index()\n"
-        "fig, ax = plt.subplots(figsize=(8.6, 4.2))\n",
-        py);
-  fprintf(py, "im = ax.pcolormesh(grid.to_numpy(dtype=float), cmap=\"%s\", vmin=%.17g, vmax=%.17g)\n",
-          s->diverging ? "RdBu_r" : "YlGnBu", lo, hi);
-  fputs("ax.set_xticks([i + 0.5 for i in range(grid.shape[1])], [f\"{v:g}\" for v in grid.columns])\n"
-        "every = max(1, -(-grid.shape[0] // 12))\n"
-        "ax.set_yticks([i + 0.5 for i in range(0, grid.shape[0], every)],\n"
-        "              [f\"{v:g}\" for v in grid.index[::every]])\n"
-        "fig.colorbar(im, ax=ax, label=",
+  fputs("].unstack(", py);
+  py_str(py, s->x_col);
+  fputs(").sort_index()\nfig, ax = plt.subplots(figsize=(8.6, 4.2))\n", py);
+  if (s->min_x > 1) {
+    fprintf(py, "if grid.shape[1] < %zu:\n", s->min_x);
+    py_note(py, "    ", s->few_x_note);
+    fputs("elif not grid.notna().to_numpy().any():\n", py);
+  } else {
+    fputs("if not grid.notna().to_numpy().any():\n", py);
+  }
+  py_note(py, "    ", v->empty_note);
+  fprintf(py, "else:\n    im = ax.pcolormesh(grid.to_numpy(dtype=float), cmap=\"%s\", vmin=%.17g, vmax=%.17g)\n",
+          s->diverging ? "RdBu_r" : "YlGnBu", v->lo, v->hi);
+  fputs("    ax.set_xticks([i + 0.5 for i in range(grid.shape[1])], [f\"{v:g}\" for v in grid.columns])\n"
+        "    every = max(1, -(-grid.shape[0] // 12))\n"
+        "    ax.set_yticks([i + 0.5 for i in range(0, grid.shape[0], every)],\n"
+        "                  [f\"{v:g}\" for v in grid.index[::every]])\n"
+        "    fig.colorbar(im, ax=ax, label=",
         py);
   py_str(py, s->value_label);
-  fputs(")\nax.set(title=", py);
-  py_str(py, s->title);
-  fputs(", xlabel=\"training step\", ylabel=\"layer\")\nfig.tight_layout()\nplt.show()\n", py);
+  fputs(")\n", py);
+  if (s->annotate)
+    fputs("    values = grid.to_numpy(dtype=float)\n"
+          "    for i in range(values.shape[0]):\n"
+          "        for j in range(values.shape[1]):\n"
+          "            if values[i, j] == values[i, j]:  # light text on a dark cell (BT.601 luma)\n"
+          "                r, g, b, _ = im.cmap(im.norm(values[i, j]))\n"
+          "                ax.text(j + 0.5, i + 0.5, f\"{values[i, j]:.3g}\", ha=\"center\", va=\"center\",\n"
+          "                        fontsize=8,\n"
+          "                        color=\"#fff\" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else \"#222\")\n",
+          py);
+  fputs("ax.set(title=", py);
+  py_str(py, v->title);
+  fputs(", xlabel=", py);
+  py_str(py, s->x_label);
+  fputs(", ylabel=", py);
+  py_str(py, s->y_label);
+  fputs(")\nfig.tight_layout()\nplt.show()\n", py);
   fclose(py);
   return text;
 }
 
-static int figure_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s, int pos) {
+/* The file name of PATH (its last component). */
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* Draws S from T's rows at FILTER_COL == FILTER_VALUE (FILTER_COL NULL: every
+ * row); TITLE_SUFFIX follows the spec's title. */
+static int figure_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s, const char *filter_col,
+                          int filter_value, const char *title_suffix) {
   rg_grid g;
-  if (rg_grid_from_csv(&g, t, "step", "layer", s->column, "pos", pos) < 0) return -1;
-  double lo = -1, hi = 1;
-  if (!s->diverging) {
-    lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < g.n_x * g.n_y; i++)
-      if (isfinite(g.value[i])) lo = fmin(lo, g.value[i]), hi = fmax(hi, g.value[i]);
-    if (!(lo <= hi)) lo = 0, hi = 1; /* no finite value: an empty grid */
+  if (rg_grid_from_csv(&g, t, s->x_col, s->y_col, s->column, filter_col, filter_value) < 0) return -1;
+  char title[256], at[64] = "", empty_note[512];
+  snprintf(title, sizeof title, "%s%s", s->title, title_suffix);
+  if (filter_col) snprintf(at, sizeof at, " at %s %d", filter_col, filter_value);
+  snprintf(empty_note, sizeof empty_note, "no finite %s in %s%s", s->column, base_name(t->path), at);
+  const char *note = empty_note;
+  if (g.n_x < s->min_x) { /* too few columns to compare: draw none */
+    g.n_x = g.n_y = 0;
+    note = s->few_x_note;
   }
-  char title[256];
-  snprintf(title, sizeof title, "%s (eoi position %d)", s->title, pos);
-  rg_svg_heatmap h = {.id = s->id, .title = title, .x_label = "training step", .y_label = "layer",
+  heatmap_view v = {.filter_col = filter_col, .filter_value = filter_value, .title = title, .empty_note = empty_note,
+                    .lo = -1, .hi = 1};
+  if (!s->diverging) {
+    v.lo = INFINITY, v.hi = -INFINITY;
+    for (size_t i = 0; i < g.n_x * g.n_y; i++)
+      if (isfinite(g.value[i])) v.lo = fmin(v.lo, g.value[i]), v.hi = fmax(v.hi, g.value[i]);
+    if (!(v.lo <= v.hi)) v.lo = 0, v.hi = 1; /* no finite value: an empty grid */
+  }
+  rg_svg_heatmap h = {.id = s->id, .title = title, .x_label = s->x_label, .y_label = s->y_label,
                       .value_label = s->value_label, .n_x = g.n_x, .n_y = g.n_y, .x = g.x, .y = g.y,
-                      .value = g.value, .lo = lo, .hi = hi, .diverging = s->diverging};
+                      .value = g.value, .lo = v.lo, .hi = v.hi, .diverging = s->diverging, .x_name = s->x_name,
+                      .y_name = s->y_name, .annotate = s->annotate, .empty_note = note};
   char *svg = NULL;
   size_t svg_size = 0;
   FILE *fp = open_memstream(&svg, &svg_size);
@@ -436,17 +519,156 @@ static int figure_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s,
     rc = rg_svg_heatmap_write(fp, &h);
     fclose(fp);
   }
-  heatmap_spec shown = *s;
-  shown.title = title;
-  char *python = rc == 0 ? heatmap_python(t, &shown, pos, lo, hi, f->run_real) : NULL;
+  char *python = rc == 0 ? heatmap_python(t, s, &v, f->run_real) : NULL;
   rg_grid_free(&g);
   if (rc < 0 || !python) {
     free(svg);
     free(python);
     return rc < 0 ? -1 : rg_error_set("out of memory");
   }
-  figure_text txt = {"layers", "Per-layer measures", s->id, title, "training step", "layer"};
+  figure_text txt = {s->section_id, s->section_title, s->id, title, s->x_label, s->y_label};
   return push_figure(f, &txt, svg, python);
+}
+
+/* geometry.csv's and carriers.csv's per-layer measures at one eoi position. */
+static int figure_layer_heatmap(rg_figures *f, const rg_csv *t, const heatmap_spec *s, int pos) {
+  char suffix[64];
+  snprintf(suffix, sizeof suffix, " (eoi position %d)", pos);
+  return figure_heatmap(f, t, s, "pos", pos, suffix);
+}
+
+/* ------------------------------------------------------------ the verdict's measures */
+
+static const char *const BY_STEP[] = {"step"};
+
+static const char NO_ROWS[] = "%s has no rows: no step was scored (see migration.csv's status)";
+
+/* Y against X of T, one series per step ("step S"). EMPTY_NOTE says why
+ * nothing is drawn when T has rows but no finite point; a T without rows
+ * says so (NO_ROWS) unless KEEP_NOTE. */
+static int figure_per_step(rg_figures *f, const rg_csv *t, const char *x, const char *y, const char *py_rows,
+                           const figure_text *txt, const rg_svg_hband *bands, int n_bands, const char *empty_note,
+                           bool keep_note) {
+  char no_rows[512];
+  if (t->n_rows == 0 && !keep_note) {
+    snprintf(no_rows, sizeof no_rows, NO_ROWS, base_name(t->path));
+    empty_note = no_rows;
+  }
+  plot_builder b;
+  if (plot_begin(&b, f) < 0) return -1;
+  b.py_rows = py_rows;
+  b.x_from_zero = true; /* a KL budget, a KL, a layer: 0 is where they start */
+  if (plot_csv_series(&b, t, x, y, NULL, NULL, BY_STEP, 1, "step ") < 0) {
+    plot_discard(&b);
+    return -1;
+  }
+  return plot_finish(&b, f, txt, bands, n_bands, true, empty_note);
+}
+
+static const char SENSITIVITY_ID[] = "sensitivity";
+static const char SENSITIVITY_TITLE[] = "Sensitivity to the KL budget (reported, never deciding)";
+
+/* sensitivity.csv: the admissible count and the selected layer per KL budget
+ * tau, and pareto.csv's bypass-KL front, one series per step. */
+static int figures_sensitivity(rg_figures *f, const rg_report_data *d) {
+  if (d->sensitivity) {
+    figure_text count = {SENSITIVITY_ID, SENSITIVITY_TITLE, "plot-sensitivity",
+                         "Admissible candidates per KL budget \u03c4", "KL budget \u03c4", "admissible candidates"};
+    if (figure_per_step(f, d->sensitivity, "kl_max", "n_admissible", NULL, &count, NULL, 0,
+                        "no admissible count in sensitivity.csv", false) < 0)
+      return -1;
+    rg_svg_hband bands[3];
+    int n_bands = layer_bands(d->migration, bands);
+    if (n_bands < 0) return -1;
+    figure_text layer = {SENSITIVITY_ID, SENSITIVITY_TITLE, "plot-sensitivity-layer",
+                         "The layer selected under each KL budget \u03c4", "KL budget \u03c4", "layer"};
+    if (figure_per_step(f, d->sensitivity, "kl_max", "best_layer", NULL, &layer, bands, n_bands,
+                        "no admissible candidate at any step under any KL budget \u03c4 (sensitivity.csv)", false) < 0)
+      return -1;
+  }
+  if (d->pareto) {
+    figure_text front = {SENSITIVITY_ID, SENSITIVITY_TITLE, "plot-pareto",
+                         "Bypass\u2013KL Pareto front per step (lower is better on both)",
+                         "KL (harmless prompts, ablated)", "bypass (refusal log-odds)"};
+    if (figure_per_step(f, d->pareto, "kl", "bypass", NULL, &front, NULL, 0,
+                        "no Pareto front: no step has a candidate with finite bypass and KL (pareto.csv)", true) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* transfer.csv as two matrices, source step (whose carrier) x target step
+ * (whose model): bypass under ablation, induce under addition. */
+static int figures_transfer(rg_figures *f, const rg_csv *transfer) {
+  static const char FEW[] = "no transfer: fewer than two scored steps in transfer.csv";
+  heatmap_spec s = {.section_id = "transfer", .section_title = "Transfer of each step's carrier to every step's model",
+                    .x_col = "to_step", .y_col = "from_step",
+                    .x_label = "target step (the model the direction is scored in)",
+                    .y_label = "source step (whose carrier)", .x_name = "target step", .y_name = "source step",
+                    .annotate = true, .min_x = 2, .few_x_note = FEW};
+  s.column = "bypass", s.id = "plot-transfer-bypass", s.value_label = "bypass (refusal log-odds; lower: stronger)";
+  s.title = "Transfer: bypass of each step's carrier ablated in every step's model";
+  if (figure_heatmap(f, transfer, &s, NULL, 0, "") < 0) return -1;
+  s.column = "induce", s.id = "plot-transfer-induce", s.value_label = "induce (refusal log-odds; higher: stronger)";
+  s.title = "Transfer: induce of each step's carrier added in every step's model";
+  return figure_heatmap(f, transfer, &s, NULL, 0, "");
+}
+
+/* The row of T with the highest finite VALUE_COL per (step, layer), as a
+ * view sharing T's cells, in file order; a (step, layer) without a finite
+ * value keeps its first row (a gap in the line). *PY_ROWS: the same for
+ * pandas (NaN sorts last, the first of equal values stays). */
+static int best_per_step_layer(const rg_csv *t, const char *value_col, rg_csv *view, const char **py_rows) {
+  *view = *t;
+  int sc = rg_csv_require_col(t, "step"), lc = rg_csv_require_col(t, "layer"), vc = rg_csv_require_col(t, value_col);
+  if (sc < 0 || lc < 0 || vc < 0) return -1;
+  view->rows = malloc((t->n_rows ? t->n_rows : 1) * sizeof *view->rows);
+  double *best = malloc((t->n_rows ? t->n_rows : 1) * sizeof *best);
+  if (!view->rows || !best) {
+    free(view->rows);
+    free(best);
+    return rg_error_set("out of memory");
+  }
+  view->n_rows = 0;
+  int rc = 0;
+  for (size_t r = 0; r < t->n_rows && rc == 0; r++) {
+    double v;
+    if ((rc = rg_csv_number(t, r, vc, &v)) < 0) break;
+    size_t k = 0;
+    while (k < view->n_rows &&
+           (strcmp(view->rows[k][sc], t->rows[r][sc]) != 0 || strcmp(view->rows[k][lc], t->rows[r][lc]) != 0))
+      k++;
+    if (k == view->n_rows) view->n_rows++, best[k] = v, view->rows[k] = t->rows[r];
+    else if (isfinite(v) && !(v <= best[k])) best[k] = v, view->rows[k] = t->rows[r];
+  }
+  free(best);
+  if (rc < 0) {
+    free(view->rows);
+    view->rows = NULL;
+    return -1;
+  }
+  *py_rows = ".sort_values(\"auroc\", ascending=False, kind=\"stable\").drop_duplicates([\"step\", \"layer\"])"
+             ".sort_index()";
+  return 0;
+}
+
+/* probes.csv: per step, the AUROC of each layer's direction (its best eoi
+ * position) for refused vs complied harmful val prompts, over the 0.8 mark
+ * that migration.csv's probe_layer uses. */
+static int figure_probes(rg_figures *f, const rg_csv *probes) {
+  rg_csv best;
+  const char *py_rows;
+  if (best_per_step_layer(probes, "auroc", &best, &py_rows) < 0) return -1;
+  static const rg_svg_hband READS[] = {{0.8, 1.0, "AUROC \u2265 0.8: the direction reads refusal (probe_layer)"}};
+  figure_text txt = {"probes", "Held-out probes: where a direction reads the checkpoint's refusals", "plot-probes",
+                     "Probe AUROC, refused vs complied harmful val prompts (best eoi position per layer)", "layer",
+                     "AUROC"};
+  int rc = figure_per_step(f, &best, "layer", "auroc", py_rows, &txt, READS, 1,
+                           "no probe AUROC: at every step the harmful val prompts were all refused or all complied "
+                           "with (probes.csv's n_refused, n_complied)",
+                           false);
+  free(best.rows);
+  return rc;
 }
 
 static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs *in) {
@@ -458,23 +680,30 @@ static int build(rg_figures *f, const rg_report_data *d, const rg_report_inputs 
                        "Effective rank (p \u221d \u03c3, p \u221d \u03c3\u00b2) and participation ratio of the carrier matrix",
                        "training step", "rank"};
     rg_csv carriers;
-    const char *query;
-    if (carrier_rows(d->migration, &carriers, &query) < 0) return -1;
-    int rc = figure_carrier_layer(f, d->migration, &carriers, query) < 0 ||
-                     figure_columns(f, &carriers, spectrum, 3, &txt, query, NO_CARRIER) < 0
+    const char *py_rows;
+    if (carrier_rows(d->migration, &carriers, &py_rows) < 0) return -1;
+    int rc = figure_carrier_layer(f, d->migration, &carriers, py_rows) < 0 ||
+                     figure_columns(f, &carriers, spectrum, 3, &txt, py_rows, NO_CARRIER) < 0
                  ? -1
                  : 0;
     if (carriers.rows != d->migration->rows) free(carriers.rows);
     if (rc < 0) return -1;
   }
-  int pos;
+  if (figures_sensitivity(f, d) < 0) return -1;
+  if (d->transfer && figures_transfer(f, d->transfer) < 0) return -1;
+  if (d->probes && figure_probes(f, d->probes) < 0) return -1;
+  int pos = -1;
   if ((d->geometry || d->carriers) && heatmap_position(d->migration, &pos) < 0) return -1;
-  static const heatmap_spec COS = {"cos_step0", "cosine", "plot-cos-step0",
-                                   "Refusal direction r[l]: cosine to step 0", true};
-  static const heatmap_spec BYPASS = {"bypass", "bypass (refusal log-odds)", "plot-bypass",
-                                      "Bypass score of r[l] (lower: a stronger carrier)", false};
-  if (d->geometry && figure_heatmap(f, d->geometry, &COS, pos) < 0) return -1;
-  if (d->carriers && figure_heatmap(f, d->carriers, &BYPASS, pos) < 0) return -1;
+  static const heatmap_spec LAYER_GRID = {.section_id = "layers", .section_title = "Per-layer measures",
+                                          .x_col = "step", .y_col = "layer", .x_label = "training step",
+                                          .y_label = "layer", .x_name = "step", .y_name = "layer", .min_x = 1};
+  heatmap_spec cos = LAYER_GRID, bypass = LAYER_GRID;
+  cos.column = "cos_step0", cos.value_label = "cosine", cos.id = "plot-cos-step0", cos.diverging = true;
+  cos.title = "Refusal direction r[l]: cosine to step 0";
+  bypass.column = "bypass", bypass.value_label = "bypass (refusal log-odds)", bypass.id = "plot-bypass";
+  bypass.title = "Bypass score of r[l] (lower: a stronger carrier)";
+  if (d->geometry && figure_layer_heatmap(f, d->geometry, &cos, pos) < 0) return -1;
+  if (d->carriers && figure_layer_heatmap(f, d->carriers, &bypass, pos) < 0) return -1;
   if (d->train_log) {
     static const char *const losses[] = {"loss_total", "loss_utility", "loss_away", "loss_toward"};
     figure_text txt = {"training", "Training losses", "plot-losses", "R2D2 losses per optimizer update",

@@ -11,11 +11,19 @@
  *   plot-carrier-layer  migration.csv's best_layer over early / middle /
  *                       late bands;
  *   plot-spectrum       migration.csv's erank_sigma, erank_sigma2 and pr;
+ *   plot-sensitivity    sensitivity.csv's n_admissible against kl_max, per step;
+ *   plot-sensitivity-layer  its best_layer against kl_max, per step;
+ *   plot-pareto         pareto.csv's bypass against kl, per step;
+ *   plot-transfer-bypass, plot-transfer-induce  heatmaps source step x
+ *                       target step of transfer.csv's bypass and induce;
+ *   plot-probes         probes.csv's auroc against layer, per step, each
+ *                       layer at its best position, over the 0.8 band;
  *   plot-cos-step0      heatmap layer x step of geometry.csv's cos_step0;
  *   plot-bypass         heatmap layer x step of carriers.csv's bypass;
  *   plot-losses         train_log.csv's loss columns.
- * The heatmaps show one eoi position: the best carrier's at the first step
- * that has one (migration.csv), else the last prompt token (-1).
+ * The layer heatmaps show one eoi position: the best carrier's at the first
+ * step that has one (migration.csv), else the last prompt token (-1). A
+ * figure whose CSV has nothing to draw says why inside its frame.
  */
 #ifndef RG_REPORT_FIGURES_H
 #define RG_REPORT_FIGURES_H

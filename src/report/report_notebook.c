@@ -143,9 +143,11 @@ static int tables_cell(cJSON *cells, const rg_report_data *d) {
   if (md_open(&b) < 0) return -1;
   fputs("## Tables\n\n", b.fp);
   for (int i = 0; i < d->n_asr; i++) md_table(b.fp, d->asr[i]);
-  if (d->migration) md_table(b.fp, d->migration);
+  const rg_csv *small[] = {d->migration, d->sensitivity, d->transfer};
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+    if (small[i]) md_table(b.fp, small[i]);
   for (int i = 0; i < d->n_refusal_rates; i++) md_table(b.fp, d->refusal_rates[i]);
-  const rg_csv *large[] = {d->train_log, d->carriers, d->geometry};
+  const rg_csv *large[] = {d->train_log, d->pareto, d->probes, d->carriers, d->geometry};
   for (size_t i = 0; i < sizeof large / sizeof large[0]; i++) {
     if (!large[i]) continue;
     fputs("- `", b.fp);

@@ -172,8 +172,8 @@ int rg_grid_from_csv(rg_grid *g, const rg_csv *t, const char *x_col, const char 
                      const char *filter_col, double filter_value) {
   *g = (rg_grid){0};
   int xc = rg_csv_require_col(t, x_col), yc = rg_csv_require_col(t, y_col), vc = rg_csv_require_col(t, v_col);
-  int fc = rg_csv_require_col(t, filter_col);
-  if (xc < 0 || yc < 0 || vc < 0 || fc < 0) return -1;
+  int fc = filter_col ? rg_csv_require_col(t, filter_col) : -2;
+  if (xc < 0 || yc < 0 || vc < 0 || fc == -1) return -1;
   size_t n = 0;
   bool *filled = NULL;
   bool *keep = calloc(t->n_rows ? t->n_rows : 1, sizeof *keep);
@@ -182,8 +182,8 @@ int rg_grid_from_csv(rg_grid *g, const rg_csv *t, const char *x_col, const char 
   int rc = keep && g->x && g->y ? 0 : rg_error_set("out of memory");
   for (size_t r = 0; r < t->n_rows && rc == 0; r++) {
     double f;
-    if ((rc = rg_csv_number(t, r, fc, &f)) < 0) break;
-    if (f != filter_value) continue;
+    if (filter_col && (rc = rg_csv_number(t, r, fc, &f)) < 0) break;
+    if (filter_col && f != filter_value) continue;
     if ((rc = rg_csv_number(t, r, xc, &g->x[n])) < 0 || (rc = rg_csv_number(t, r, yc, &g->y[n])) < 0) break;
     if (!isfinite(g->x[n]) || !isfinite(g->y[n]))
       rc = rg_error_set("%s: row %zu: %s and %s must be numbers", t->path, r + 1, x_col, y_col);

@@ -52,8 +52,10 @@ typedef struct {
 
 /* The grid of V_COL over (X_COL, Y_COL) from the rows of T whose FILTER_COL
  * holds the number FILTER_VALUE (e.g. geometry.csv's rows at one eoi
- * position). Two rows for the same cell, or a missing column, are errors
- * naming the file. No matching row gives an empty grid. Returns 0 or -1. */
+ * position), or from every row when FILTER_COL is NULL (transfer.csv's
+ * source x target steps). Two rows for the same cell, or a missing column,
+ * are errors naming the file. No matching row gives an empty grid. Returns 0
+ * or -1. */
 int rg_grid_from_csv(rg_grid *g, const rg_csv *t, const char *x_col, const char *y_col, const char *v_col,
                      const char *filter_col, double filter_value);
 void rg_grid_free(rg_grid *g);

@@ -2,6 +2,7 @@
 #include "report/svg_heatmap.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "report/svg_plot.h"
 #include "util/error.h"
@@ -9,6 +10,9 @@
 /* Canvas in SVG user units: same width as the line plots, taller so that a
  * 32-layer model still gets rows a few pixels high. */
 enum { WIDTH = 860, HEIGHT = 420, LEFT = 70, RIGHT = 150, TOP = 34, BOTTOM = 52, MAX_Y_LABELS = 12 };
+/* A value written inside its cell needs about this much room (11 px text,
+ * "-0.123" wide). */
+enum { ANNOTATE_MIN_W = 44, ANNOTATE_MIN_H = 16 };
 
 typedef struct {
   double r, g, b;
@@ -33,9 +37,13 @@ static rgb colour_at(double t, bool diverging) {
                a[i].b + f * (a[i + 1].b - a[i].b)};
 }
 
-static void write_colour(FILE *fp, const rg_svg_heatmap *h, double v) {
+static rgb colour_of(const rg_svg_heatmap *h, double v) {
   double span = h->hi - h->lo;
-  rgb c = colour_at(span > 0 ? (v - h->lo) / span : 0.5, h->diverging);
+  return colour_at(span > 0 ? (v - h->lo) / span : 0.5, h->diverging);
+}
+
+static void write_colour(FILE *fp, const rg_svg_heatmap *h, double v) {
+  rgb c = colour_of(h, v);
   fprintf(fp, "#%02x%02x%02x", (int)lround(c.r), (int)lround(c.g), (int)lround(c.b));
 }
 
@@ -77,7 +85,10 @@ static void write_colour_bar(FILE *fp, const rg_svg_heatmap *h) {
   fprintf(fp, "<text x=\"%d\" y=\"%d\">%.3g</text>\n", x + BAR_W + 4, HEIGHT - BOTTOM, h->lo);
   fprintf(fp, "<text x=\"%d\" y=\"%d\">%.3g</text>\n", x + BAR_W + 4, (TOP + HEIGHT - BOTTOM) / 2 + 4, mid);
   fprintf(fp, "<text x=\"%d\" y=\"%d\">%.3g</text>\n", x + BAR_W + 4, TOP + 8, h->hi);
-  fprintf(fp, "<text x=\"%d\" y=\"%d\">", x, TOP - 6);
+  /* the title along the bar, reading upwards, right of the tick labels:
+   * above the bar it would run past the page's edge */
+  fprintf(fp, "<text transform=\"translate(%d %d) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">",
+          WIDTH - 12, (TOP + HEIGHT - BOTTOM) / 2);
   rg_xml_escape(fp, h->value_label);
   fputs("</text>\n</g>\n", fp);
 }
@@ -91,6 +102,7 @@ int rg_svg_heatmap_write(FILE *fp, const rg_svg_heatmap *h) {
           HEIGHT, WIDTH, HEIGHT);
   fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#eee\" stroke=\"#555\"/>\n", LEFT, TOP,
           WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM); /* grey shows through where a cell has no value */
+  size_t n_cells = 0;
   for (size_t iy = 0; iy < h->n_y; iy++)
     for (size_t ix = 0; ix < h->n_x; ix++) {
       double v = h->value[iy * h->n_x + ix];
@@ -99,10 +111,25 @@ int rg_svg_heatmap_write(FILE *fp, const rg_svg_heatmap *h) {
       fprintf(fp, "<rect class=\"cell\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"",
               LEFT + ix * cell_w, HEIGHT - BOTTOM - (iy + 1) * cell_h, cell_w + 0.5, cell_h + 0.5);
       write_colour(fp, h, v);
-      fprintf(fp, "\"><title>step %.6g, layer %.6g: %.6g</title></rect>\n", h->x[ix], h->y[iy], v);
+      fputs("\"><title>", fp);
+      rg_xml_escape(fp, h->x_name ? h->x_name : "step");
+      fprintf(fp, " %.6g, ", h->x[ix]);
+      rg_xml_escape(fp, h->y_name ? h->y_name : "layer");
+      fprintf(fp, " %.6g: %.6g</title></rect>\n", h->y[iy], v);
+      n_cells++;
+      if (h->annotate && cell_w >= ANNOTATE_MIN_W && cell_h >= ANNOTATE_MIN_H) {
+        rgb c = colour_of(h, v); /* light text on a dark cell (ITU-R BT.601 luma) */
+        bool dark = 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 128;
+        fprintf(fp,
+                "<text class=\"cell-value\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
+                "fill=\"%s\">%.3g</text>\n",
+                LEFT + (ix + 0.5) * cell_w, HEIGHT - BOTTOM - (iy + 0.5) * cell_h + 4, dark ? "#fff" : "#222", v);
+      }
     }
+  if (n_cells == 0 && h->empty_note)
+    rg_svg_empty_note(fp, h->empty_note, LEFT, WIDTH - RIGHT, TOP + (HEIGHT - TOP - BOTTOM) / 2);
   write_labels(fp, h, cell_w, cell_h);
-  write_colour_bar(fp, h);
+  if (n_cells > 0) write_colour_bar(fp, h); /* no colours to map */
   fputs("</svg>\n", fp);
   return ferror(fp) ? rg_error_set("writing an SVG heatmap failed") : 0;
 }

@@ -1,14 +1,17 @@
 /* svg_heatmap.h: a grid of coloured cells (layer x step) as inline SVG.
  *
- * The report shows per-layer measures across checkpoints this way: the
- * refusal direction's cosine to step 0 and the carrier's bypass score. The
- * x axis is categorical (one column per step, in the order given, since
- * checkpoint steps are unevenly spaced), the y axis one row per layer with
- * layer 0 at the bottom. A colour bar at the right maps values to colours.
+ * The report shows per-layer measures across checkpoints this way (the
+ * refusal direction's cosine to step 0, the carrier's bypass score) and the
+ * transfer matrix (source step x target step). Both axes are categorical:
+ * one column per x value, one row per y value, ascending, the first row at
+ * the bottom (checkpoint steps are unevenly spaced). A colour bar at the
+ * right maps values to colours (none when no cell is finite); its title
+ * runs along it.
  *
  * Countable marks (tests rely on it): one <rect class="cell"> per finite
- * value, each with a <title> "step S, layer L: V"; a NaN value (a cell the
- * CSV has no number for) draws nothing. Nothing else has class "cell".
+ * value, each with a <title> "X_NAME x, Y_NAME y: V" ("step S, layer L: V"
+ * by default); a NaN value (a cell the CSV has no number for) draws nothing.
+ * Nothing else has class "cell".
  */
 #ifndef RG_SVG_HEATMAP_H
 #define RG_SVG_HEATMAP_H
@@ -28,6 +31,9 @@ typedef struct {
    * for signed measures such as a cosine; otherwise a light-to-dark ramp. */
   double lo, hi;
   bool diverging;
+  const char *x_name, *y_name; /* the tooltip's words for x and y (NULL: "step", "layer") */
+  bool annotate;               /* write each value inside its cell when the cells are large enough to hold it */
+  const char *empty_note;      /* said inside the frame when no cell is finite (NULL: nothing) */
 } rg_svg_heatmap;
 
 /* Writes the heatmap as one <svg> element to FP. Returns 0, or -1 with the

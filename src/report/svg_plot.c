@@ -80,7 +80,15 @@ static void data_ranges(const rg_svg_plot *p, axis *ax, axis *ay) {
     }
   }
   for (int k = 0; k < p->n_hbands; k++) widen(&ylo, &yhi, p->hbands[k].y0), widen(&ylo, &yhi, p->hbands[k].y1);
-  if (p->y_from_zero) widen(&ylo, &yhi, 0.0);
+  /* only zeros, or nothing, on an axis from zero: 0 at its start, not centred */
+  if (p->x_from_zero) {
+    widen(&xlo, &xhi, 0.0);
+    if (xlo == 0 && xhi == 0) xhi = 1;
+  }
+  if (p->y_from_zero) {
+    widen(&ylo, &yhi, 0.0);
+    if (ylo == 0 && yhi == 0) yhi = 1;
+  }
   *ax = make_axis(xlo, xhi);
   *ay = make_axis(ylo, yhi);
 }
@@ -180,33 +188,35 @@ static void write_series(FILE *fp, const rg_svg_series *s, const axis *ax, const
   fputs("</g>\n", fp);
 }
 
-/* Where a legend line of NAME (remaining) ends: within LEGEND_MAX bytes,
- * after the last space, '/' or ':' there when there is one, never inside a
- * UTF-8 character. */
-static size_t legend_line_end(const char *name) {
-  size_t len = strlen(name);
-  if (len <= LEGEND_MAX) return len;
-  size_t cut = LEGEND_MAX;
-  while (cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80) cut--;
-  for (size_t i = cut; i > LEGEND_MAX / 2; i--)
-    if (name[i - 1] == ' ' || name[i - 1] == '/' || name[i - 1] == ':') return i;
+/* Where a line of TEXT (remaining) ends: within MAX bytes, after the last
+ * space, '/' or ':' there when there is one, never inside a UTF-8
+ * character. */
+static size_t wrap_line_end(const char *text, size_t max) {
+  size_t len = strlen(text);
+  if (len <= max) return len;
+  size_t cut = max;
+  while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80) cut--;
+  for (size_t i = cut; i > max / 2; i--)
+    if (text[i - 1] == ' ' || text[i - 1] == '/' || text[i - 1] == ':') return i;
   return cut;
 }
 
-/* NAME escaped as up to LEGEND_LINES lines of <tspan> (a longer name ends
- * in an ellipsis); returns the lines written. */
-static int write_legend_name(FILE *fp, const char *name, int x) {
+int rg_svg_wrapped_text(FILE *fp, const char *text, int x, int max_bytes, int max_lines, int line_px) {
+  enum { LINE_CAP = 255 };
+  size_t max = max_bytes < 8 ? 8 : max_bytes > LINE_CAP ? LINE_CAP : (size_t)max_bytes;
   int lines = 0;
-  while (*name && lines < LEGEND_LINES) {
-    size_t end = legend_line_end(name);
-    char line[LEGEND_MAX + 1];
-    memcpy(line, name, end);
-    line[end] = '\0';
-    fprintf(fp, "<tspan x=\"%d\" dy=\"%d\">", x, lines ? LEGEND_LINE_PX : 0);
+  while (*text && lines < max_lines) {
+    size_t end = wrap_line_end(text, max);
+    char line[LINE_CAP + 1];
+    memcpy(line, text, end);
+    size_t shown = end;
+    while (shown > 0 && line[shown - 1] == ' ') shown--; /* a break at a space shows none */
+    line[shown] = '\0';
+    fprintf(fp, "<tspan x=\"%d\" dy=\"%d\">", x, lines ? line_px : 0);
     rg_xml_escape(fp, line);
-    name += end;
-    while (*name == ' ') name++;
-    if (*name && lines == LEGEND_LINES - 1) fputs("\u2026", fp);
+    text += end;
+    while (*text == ' ') text++;
+    if (*text && lines == max_lines - 1) fputs("\u2026", fp);
     fputs("</tspan>", fp);
     lines++;
   }
@@ -221,11 +231,21 @@ static void write_legend(FILE *fp, const rg_svg_plot *p) {
     fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"%d\" fill=\"%s\"/>", WIDTH - RIGHT + 14, y,
             p->series[k].dashed ? 2 : 4, colour);
     fprintf(fp, "<text x=\"%d\" y=\"%d\">", WIDTH - RIGHT + 38, y + 5);
-    int lines = write_legend_name(fp, p->series[k].name, WIDTH - RIGHT + 38);
+    int lines =
+        rg_svg_wrapped_text(fp, p->series[k].name, WIDTH - RIGHT + 38, LEGEND_MAX, LEGEND_LINES, LEGEND_LINE_PX);
     fputs("</text>\n", fp);
     y += 18 + LEGEND_LINE_PX * (lines - 1);
   }
   fputs("</g>\n", fp);
+}
+
+void rg_svg_empty_note(FILE *fp, const char *note, int x0, int x1, int y) {
+  /* 13 px sans-serif averages under 7 px a character: lines of (x1 - x0) / 7
+   * bytes stay inside the frame */
+  fprintf(fp, "<text class=\"empty-note\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\" fill=\"#555\">",
+          (x0 + x1) / 2, y);
+  rg_svg_wrapped_text(fp, note, (x0 + x1) / 2, (x1 - x0) / 7, 4, 17);
+  fputs("</text>\n", fp);
 }
 
 int rg_svg_plot_write(FILE *fp, const rg_svg_plot *p) {
@@ -245,12 +265,7 @@ int rg_svg_plot_write(FILE *fp, const rg_svg_plot *p) {
     for (size_t i = 0; i < p->series[k].n; i++) points += finite_point(&p->series[k], i);
   if (points == 0 && p->empty_note) {
     /* an empty frame says why, inside it */
-    fprintf(fp,
-            "<text class=\"empty-note\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\" "
-            "fill=\"#555\">",
-            LEFT + (WIDTH - LEFT - RIGHT) / 2, TOP + (HEIGHT - TOP - BOTTOM) / 2);
-    rg_xml_escape(fp, p->empty_note);
-    fputs("</text>\n", fp);
+    rg_svg_empty_note(fp, p->empty_note, LEFT, WIDTH - RIGHT, TOP + (HEIGHT - TOP - BOTTOM) / 2);
   }
   write_legend(fp, p);
   fputs("</svg>\n", fp);

@@ -44,12 +44,23 @@ typedef struct {
   const rg_svg_hband *hbands;
   int n_hbands;
   bool y_from_zero; /* include 0 in the y range (rates, losses) */
+  bool x_from_zero; /* include 0 in the x range (a KL budget, a layer) */
   const char *empty_note; /* said inside the frame when no series has a point to draw (NULL: nothing) */
 } rg_svg_plot;
 
 /* Writes the plot as one <svg> element to FP. Every text is XML-escaped.
  * Returns 0, or -1 with the error set when FP fails. */
 int rg_svg_plot_write(FILE *fp, const rg_svg_plot *p);
+
+/* TEXT, escaped, as up to MAX_LINES <tspan> lines (LINE_PX apart, each
+ * starting at x = X) of at most MAX_BYTES bytes, broken after a space, '/'
+ * or ':' where one is near; text beyond the last line ends in an ellipsis.
+ * Goes inside a <text> element. Returns the lines written (at least 1). */
+int rg_svg_wrapped_text(FILE *fp, const char *text, int x, int max_bytes, int max_lines, int line_px);
+
+/* NOTE (why a frame has nothing to draw) centred between x = X0 and X1 at
+ * height Y, wrapped to stay inside: <text class="empty-note">. */
+void rg_svg_empty_note(FILE *fp, const char *note, int x0, int x1, int y);
 
 /* Writes S to FP with &, <, >, " and ' escaped (HTML and SVG text and
  * attribute values). */
