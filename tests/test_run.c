@@ -20,8 +20,8 @@
  *    becomes the run directory; data/demo.ini and data/demo-qwen.ini plan
  *    (every stage's command accepts its flags).
  * 4. Bad input: an unknown stage, a key in the wrong section, a [run] key
- *    that does not exist, a section refgeo does not know, in the file or
- *    as a --set override: one line naming the config file or the override
+ *    that does not exist, a section refgeo does not know, a [verdict] key or
+ *    value the plan refuses, in the file or as a --set override: one line naming the config file or the override
  *    (and the section or key), exit 1, nothing written.
  */
 #include <stdio.h>
@@ -271,6 +271,13 @@ static void test_bad_configs(void **state) {
   expect_error("section.ini", "", "max_new_tokens = 4\n", "section.ini [capture]: unknown flag '--max-new-tokens'");
   expect_error("runkey.ini", "epochs = 3\n", "", "runkey.ini:5: [run] has no key 'epochs'");
   expect_error("unknown.ini", "", "[plots]\nwidth = 3\n", "unknown.ini:9: unknown section [plots]");
+  /* the analysis plan is checked before the first stage, not when geometry starts */
+  expect_error("mode.ini", "", "[verdict]\nrefusal_score = sequnce\n",
+               "mode.ini:9 [verdict] refusal_score: unknown refusal score 'sequnce' (tokens or sequence)");
+  expect_error("tau.ini", "", "[verdict]\nkl_max = 0\n", "tau.ini:9 [verdict] kl_max: the KL budget must be > 0");
+  expect_error("vkey.ini", "", "[verdict]\nkl_budget = 0.1\n", "vkey.ini:9 [verdict] kl_budget: unknown key");
+  expect_error("bands.ini", "", "[verdict]\nearly = 0.9\nlate = 0.1\n",
+               "bands.ini [verdict]: plan: early (0.9) must not be above late (0.1)");
   /* --set overrides: the same rules, named by the flag */
   char *c = write_run_config("set.ini", "bad-set", "", ""), args[1024], *err = NULL;
   snprintf(args, sizeof args, "run '%s' --set plots.width=3", c);

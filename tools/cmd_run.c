@@ -39,6 +39,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "geometry/verdict_plan.h"
 #include "run_config.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -201,6 +202,19 @@ static int plan_capture(plan *p, const char *acts) {
   return (s->output = strdup(acts)) ? 0 : rg_error_set("out of memory");
 }
 
+/* Every key of the [verdict] section V read into a plan and the plan
+ * checked as a whole, so that a bad key or value stops the run before its
+ * first stage, not when geometry starts hours later. */
+static int check_verdict(const run_config *cfg, const run_section *v) {
+  rg_verdict_plan vp = rg_verdict_plan_default();
+  for (int i = 0; i < v->n_keys; i++) {
+    char where[1100];
+    snprintf(where, sizeof where, "%s:%d [verdict] %s", cfg->path, v->keys[i].line, v->keys[i].key);
+    if (rg_verdict_plan_set(&vp, v->keys[i].key, v->keys[i].value, where) < 0) return -1;
+  }
+  return rg_verdict_plan_check(&vp) < 0 ? rg_error_prefix("%s [verdict]", cfg->path) : 0;
+}
+
 /* A [verdict] section is the analysis plan: geometry reads it from
  * RUN/run.ini, the config as resolved (--set included). */
 static int plan_geometry(plan *p, const char *acts, const char *geo) {
@@ -208,7 +222,9 @@ static int plan_geometry(plan *p, const char *acts, const char *geo) {
   if (!s || add_flag(s, "acts", acts) < 0 || add_source(s, p) < 0 || add_flag(s, "out", geo) < 0 ||
       add_threads(s, p) < 0 || add_section_flags(s, s->keys, NULL, p->run_dir) < 0)
     return -1;
-  if (run_config_section(&p->cfg, "verdict")) {
+  const run_section *verdict = run_config_section(&p->cfg, "verdict");
+  if (verdict) {
+    if (check_verdict(&p->cfg, verdict) < 0) return -1;
     char *resolved = in_run(p, "run.ini");
     int rc = resolved ? add_flag(s, "plan-file", resolved) : rg_error_set("out of memory");
     free(resolved);
