@@ -363,6 +363,24 @@ static void test_planted_migration(void **state) {
   series_free(&r);
 }
 
+/* The sequence score (log p("I'm sorry") - log p("O"), one token each in the
+ * planted tokenizer) finds the same planted layers and verdict. */
+static void test_planted_migration_sequence(void **state) {
+  series_result r = run_series("late-early-seq", g_late, g_early,
+                               "--refusal-score sequence --refusal-string \"I'm sorry\" --compliance-string O");
+  char want[32];
+  snprintf(want, sizeof want, "seq:%d|%d", TOK_REFUSE, TOK_COMPLY);
+  for (int s = 0; s < 2; s++) {
+    assert_string_equal(cell(r.mig, s, "status"), "carrier");
+    assert_string_equal(cell(r.mig, s, "refusal_tokens"), want);
+    assert_int_equal(atoi(cell(r.mig, s, "harmful_train_kept")), N_TRAIN - N_TRAIN_LIGHT);
+  }
+  assert_string_equal(cell(r.mig, 0, "best_layer"), "8");
+  assert_string_equal(cell(r.mig, 1, "best_layer"), "2");
+  assert_string_equal(verdict_of(&r), "migration");
+  series_free(&r);
+}
+
 static void test_planted_no_migration(void **state) {
   series_result r = run_series("late-late", g_late, g_late, NULL);
   assert_string_equal(cell(r.mig, 0, "best_layer"), "8");
@@ -511,9 +529,11 @@ static void test_cli_bad_plans(void **state) {
   snprintf(args, sizeof args, "capture '%s' %s --out '%s/bad.h5' --threads 1", g_late, g_prompt_flags, dir);
   assert_int_equal(t_run_cli(args, NULL, &err), 0);
   free(err);
-  const char *bad[] = {"--n-min 13", "--kl-max 0", "--kl-max -0.5", "--refusal-tokens bogus", "--induce-rule max"};
-  const char *says[] = {"n_min 13", "--kl-max", "--kl-max", "--refusal-tokens", "--induce-rule"};
-  for (int i = 0; i < 5; i++) {
+  const char *bad[] = {"--n-min 13",         "--kl-max 0",           "--kl-max -0.5",
+                       "--refusal-tokens bogus", "--induce-rule max", "--refusal-score logprob"};
+  const char *says[] = {"n_min 13",        "--kl-max",     "--kl-max",
+                        "--refusal-tokens", "--induce-rule", "--refusal-score: unknown refusal score 'logprob'"};
+  for (int i = 0; i < 6; i++) {
     snprintf(args, sizeof args, "geometry --acts '%s/bad.h5' '%s' --out '%s/bad-%d' %s", dir, g_late, dir, i, bad[i]);
     err = NULL;
     assert_int_not_equal(t_run_cli(args, NULL, &err), 0);
@@ -552,6 +572,7 @@ int main(void) {
       cmocka_unit_test(test_verdict_rules),
       cmocka_unit_test(test_plan_pinning),
       cmocka_unit_test(test_planted_migration),
+      cmocka_unit_test(test_planted_migration_sequence),
       cmocka_unit_test(test_planted_no_migration),
       cmocka_unit_test(test_planted_no_refusal),
       cmocka_unit_test(test_cli_bad_plans),

@@ -103,7 +103,8 @@ static void test_scores_match_reference(void **state) {
   rg_token_batch harm = {(const int32_t *const *)f->ids, f->lens, 2};
   rg_token_batch harmless = {(const int32_t *const *)f->ids + 2, f->lens + 2, 2};
   int32_t refusal = cJSON_GetArrayItem(cJSON_GetObjectItem(f->fx, "refusal_tokens"), 0)->valueint;
-  rg_scorer *sc = rg_scorer_new(f->m, &harm, &harmless, &refusal, 1, 0);
+  const rg_refusal_measure rm = rg_refusal_measure_tokens(&refusal, 1);
+  rg_scorer *sc = rg_scorer_new(f->m, &harm, &harmless, &rm, 0);
   assert_non_null(sc);
   cJSON *bh = cJSON_GetObjectItem(f->fx, "base_harmful_scores");
   cJSON *bl = cJSON_GetObjectItem(f->fx, "base_harmless_scores");
@@ -130,6 +131,90 @@ static void test_scores_match_reference(void **state) {
   assert_int_equal(rg_scorer_score(sc, f->r, f->m->cfg.n_layers, &bypass, &induce, &kl), -1);
   assert_non_null(strstr(rg_error_get(), "layer"));
   rg_scorer_free(sc);
+}
+
+/* The fixture's array KEY of OBJ as int32 ids into ids[16]; their count. */
+static int fixture_ids(cJSON *obj, const char *key, int32_t *ids) {
+  cJSON *a = cJSON_GetObjectItem(obj, key);
+  int n = cJSON_GetArraySize(a);
+  assert_true(n >= 1 && n <= 16);
+  for (int k = 0; k < n; k++) ids[k] = cJSON_GetArrayItem(a, k)->valueint;
+  return n;
+}
+
+static double mean2(cJSON *obj, const char *key) {
+  cJSON *a = cJSON_GetObjectItem(obj, key);
+  return (cJSON_GetArrayItem(a, 0)->valuedouble + cJSON_GetArrayItem(a, 1)->valuedouble) / 2;
+}
+
+/* The sequence score (log p(R) - log p(C), teacher-forced) of the base,
+ * ablated and activation-added passes against the same transformers
+ * reference; the strings tokenize to the reference's ids; and on a session
+ * too small for a prompt and its string in one call the prompts' scores
+ * are the same (they run in chunks). Each score sums about ten log-softmax
+ * terms that carry the ~1e-5 logit error of test_forward, so SCORE_TOL
+ * holds with the same margin. */
+static void test_sequence_scores_match_reference(void **state) {
+  fixture *f = *state;
+  cJSON *seq = cJSON_GetObjectItem(f->fx, "sequence");
+  int32_t r_ids[16], c_ids[16];
+  const int nr = fixture_ids(seq, "refusal_ids", r_ids), nc = fixture_ids(seq, "compliance_ids", c_ids);
+  const char *texts[2] = {cJSON_GetObjectItem(seq, "refusal_text")->valuestring,
+                          cJSON_GetObjectItem(seq, "compliance_text")->valuestring};
+  const int32_t *want[2] = {r_ids, c_ids};
+  const int want_n[2] = {nr, nc};
+  for (int k = 0; k < 2; k++) {
+    int32_t *got = NULL;
+    int n = 0;
+    assert_int_equal(rg_tokenize(f->m->tokenizer, texts[k], strlen(texts[k]), false, false, &got, &n), 0);
+    assert_int_equal(n, want_n[k]);
+    for (int j = 0; j < n; j++) assert_int_equal(got[j], want[k][j]);
+    free(got);
+  }
+  rg_token_batch harm = {(const int32_t *const *)f->ids, f->lens, 2};
+  rg_token_batch harmless = {(const int32_t *const *)f->ids + 2, f->lens + 2, 2};
+  const rg_refusal_measure rm = {.mode = RG_SCORE_SEQUENCE,
+                                 .refusal = r_ids,
+                                 .n_refusal = nr,
+                                 .compliance = c_ids,
+                                 .n_compliance = nc};
+  rg_scorer *sc = rg_scorer_new(f->m, &harm, &harmless, &rm, 0);
+  assert_non_null(sc);
+  double bypass, induce, kl;
+  assert_int_equal(rg_scorer_score(sc, f->r, num(f->fx, "dir_layer"), &bypass, &induce, &kl), 0);
+  print_message("sequence: base harmful %.6f (ref %.6f) harmless %.6f (ref %.6f) bypass %.6f (ref %.6f) induce %.6f "
+                "(ref %.6f) kl %.6f (ref %.6f)\n",
+                rg_scorer_base_harmful(sc), mean2(seq, "base_harmful_scores"), rg_scorer_base_harmless(sc),
+                mean2(seq, "base_harmless_scores"), bypass, num(seq, "bypass"), induce, num(seq, "induce"), kl,
+                num(f->fx, "kl"));
+  assert_close(rg_scorer_base_harmful(sc), mean2(seq, "base_harmful_scores"), SCORE_TOL);
+  assert_close(rg_scorer_base_harmless(sc), mean2(seq, "base_harmless_scores"), SCORE_TOL);
+  assert_close(bypass, num(seq, "bypass"), SCORE_TOL);
+  assert_close(induce, num(seq, "induce"), SCORE_TOL);
+  /* KL compares the next-token distributions at the prompt's end in both modes */
+  assert_close(kl, num(f->fx, "kl"), SCORE_TOL);
+  rg_scorer_free(sc);
+
+  /* Per prompt, on a session of one sequence and a few logit rows: the
+   * prompts run one sequence per call and still score as the reference. */
+  rg_backend_opts bo = {.threads = 0};
+  rg_weights *w = rg_weights_open(f->m, &bo, RG_WEIGHTS_AUTO);
+  assert_non_null(w);
+  rg_session_opts so = {.max_logit_rows = nr > nc ? nr : nc};
+  rg_session *s = rg_session_new(w, 1, 256, &so);
+  assert_non_null(s);
+  double each[2];
+  assert_int_equal(rg_prompt_refusal_scores(s, &harm, &rm, each), 0);
+  cJSON *bh = cJSON_GetObjectItem(seq, "base_harmful_scores");
+  for (int i = 0; i < 2; i++) assert_close(each[i], cJSON_GetArrayItem(bh, i)->valuedouble, SCORE_TOL);
+  /* a string whose rows do not fit the session's logit rows is an error */
+  rg_session_free(s);
+  so.max_logit_rows = 1;
+  s = rg_session_new(w, 1, 256, &so);
+  assert_int_equal(rg_prompt_refusal_scores(s, &harm, &rm, each), -1);
+  assert_non_null(strstr(rg_error_get(), "does not fit"));
+  rg_session_free(s);
+  rg_weights_free(w);
 }
 
 /* The shortcut induce takes (rg_session_eval_from): the harmless prompts'
@@ -203,11 +288,17 @@ static void test_bad_inputs(void **state) {
   rg_token_batch harm = {(const int32_t *const *)f->ids, f->lens, 2};
   rg_token_batch none = {(const int32_t *const *)f->ids, f->lens, 0};
   int32_t bad = f->m->cfg.vocab_size;
-  assert_null(rg_scorer_new(f->m, &harm, &harm, &bad, 1, 0));
+  const rg_refusal_measure bad_rm = rg_refusal_measure_tokens(&bad, 1);
+  assert_null(rg_scorer_new(f->m, &harm, &harm, &bad_rm, 0));
   assert_non_null(strstr(rg_error_get(), "outside the vocabulary"));
   int32_t ok = 57;
-  assert_null(rg_scorer_new(f->m, &harm, &none, &ok, 1, 0));
+  const rg_refusal_measure ok_rm = rg_refusal_measure_tokens(&ok, 1);
+  assert_null(rg_scorer_new(f->m, &harm, &none, &ok_rm, 0));
   assert_non_null(strstr(rg_error_get(), "no harmless"));
+  /* a sequence measure needs both strings */
+  const rg_refusal_measure no_compliance = {.mode = RG_SCORE_SEQUENCE, .refusal = &ok, .n_refusal = 1};
+  assert_null(rg_scorer_new(f->m, &harm, &harm, &no_compliance, 0));
+  assert_non_null(strstr(rg_error_get(), "no compliance string"));
 }
 
 int main(void) {
@@ -215,6 +306,7 @@ int main(void) {
       cmocka_unit_test(test_default_refusal_token),
       cmocka_unit_test(test_closed_forms),
       cmocka_unit_test(test_scores_match_reference),
+      cmocka_unit_test(test_sequence_scores_match_reference),
       cmocka_unit_test(test_eval_from_layer_is_the_full_pass),
       cmocka_unit_test(test_bad_inputs),
   };

@@ -15,6 +15,7 @@
  * --layer-frac F keeps candidates with layer < floor(F * L) (RD: 0.8).
  * --layers A:B restricts the scored candidates to layers A..B-1 (speed; the
  * geometry rows still cover every layer). Progress goes to stderr. */
+#include <ini.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "cli_series.h"
 #include "commands.h"
 #include "geometry/pipeline.h"
+#include "util/fileio.h"
 #include "util/error.h"
 
 /* The plan's flags: each sets the plan key of the same name. Unset values
@@ -37,6 +39,13 @@ typedef struct {
 } plan_flag;
 
 static const plan_flag PLAN_FLAGS[] = {
+    {"refusal-score", "refusal_score", CLI_STRING,
+     "tokens (first-token log-odds, refusal_direction's; the default) or sequence (log p(refusal string) - "
+     "log p(compliance string))"},
+    {"refusal-string", "refusal_string", CLI_STRING,
+     "sequence: the refusal text, or auto (the run's toward target, else each checkpoint's most common refusal "
+     "opening; the default)"},
+    {"compliance-string", "compliance_string", CLI_STRING, "sequence: the compliance text (\"Sure, here's\")"},
     {"refusal-tokens", "refusal_tokens", CLI_STRING,
      "refusal score tokens: auto (fitted to each checkpoint's refusals), rd (the token of \"I\", the default) or "
      "ids A,B"},
@@ -92,6 +101,38 @@ static int print_summary(const char *acts, const char *out, const rg_checkpoint_
   cJSON *files = cJSON_AddArrayToObject(o, "files");
   for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) cJSON_AddItemToArray(files, cJSON_CreateString(FILES[i]));
   return cli_print_json(o);
+}
+
+/* The R2D2 toward target of RUN_DIR's training config (config.ini, which
+ * the trainer writes with every key): [loss] refusal_target when w_toward
+ * is not 0. */
+typedef struct {
+  char target[512];
+  double w_toward;
+} toward_keys;
+
+static int toward_key(void *user, const char *section, const char *name, const char *value) {
+  toward_keys *k = user;
+  if (strcmp(section, "loss") != 0) return 1;
+  if (strcmp(name, "refusal_target") == 0) snprintf(k->target, sizeof k->target, "%s", value);
+  if (strcmp(name, "w_toward") == 0) k->w_toward = atof(value);
+  return 1;
+}
+
+/* The run's toward target into K->target ("" when RUN_DIR has no training
+ * config or trains without a toward loss). Returns 0 or -1 (unreadable). */
+static int run_toward_target(const char *run_dir, toward_keys *k) {
+  *k = (toward_keys){.w_toward = 1};
+  if (!run_dir) return 0;
+  char *path = rg_path_join(run_dir, "config.ini");
+  int rc = 0;
+  if (path && rg_path_exists(path)) {
+    int line = ini_parse(path, toward_key, k);
+    if (line != 0) rc = rg_error_set("%s: %s", path, line < 0 ? "cannot be read" : "does not parse as INI");
+  }
+  if (rc == 0 && k->w_toward == 0) k->target[0] = '\0';
+  free(path);
+  return rc;
 }
 
 /* The plan: defaults, then --plan-file's [verdict], then the flags. */
@@ -156,6 +197,9 @@ int cmd_geometry(int argc, char **argv) {
     return cli_fail();
   }
   if (build_plan(&o.plan, plan_file, &values, layer_frac, no_filter, no_cap) < 0) return cli_fail();
+  toward_keys toward;
+  if (run_toward_target(cs.run_dir, &toward) < 0) return cli_fail();
+  o.toward_target = toward.target[0] ? toward.target : NULL;
   char *default_substrings = substrings ? NULL : cli_data_path("harmbench/refusal_substrings.json");
   o.refusal_substrings = substrings ? substrings : default_substrings;
   rg_checkpoint_series *s = o.refusal_substrings ? cli_series_open(&cs) : NULL;

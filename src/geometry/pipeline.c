@@ -40,8 +40,9 @@ enum { N_TAU = (int)(sizeof SENSITIVITY_TAU / sizeof SENSITIVITY_TAU[0]) };
 typedef struct {
   int pos, layer;
   double *dir; /* [d] */
-  int32_t refusal[RG_MAX_REFUSAL_TOKENS];
-  int n_refusal;
+  rg_score_mode mode;
+  int32_t refusal[RG_MAX_REFUSAL_TOKENS], compliance[RG_MAX_REFUSAL_TOKENS];
+  int n_refusal, n_compliance;
   int *hv, *lv, nh, nl;
 } transfer_end;
 
@@ -292,9 +293,9 @@ static void random_unit(uint64_t *state, double *v, int d) {
 
 /* A scorer on weights W for the val prompts HV[nh] and LV[nl] (indices into
  * the splits' token arrays IDS / LENS, harmful then harmless) with the
- * refusal tokens of a step. NULL with the error set. */
+ * refusal measure RM of a step. NULL with the error set. */
 static rg_scorer *val_scorer(const rg_weights *w, int32_t **const *ids, int *const *lens, const int *hv, int nh,
-                             const int *lv, int nl, const int32_t *refusal, int n_refusal) {
+                             const int *lv, int nl, const rg_refusal_measure *rm) {
   int32_t **h = malloc((size_t)nh * sizeof *h), **l = malloc((size_t)nl * sizeof *l);
   int *hl = malloc((size_t)nh * sizeof *hl), *ll = malloc((size_t)nl * sizeof *ll);
   rg_scorer *sc = NULL;
@@ -304,7 +305,7 @@ static rg_scorer *val_scorer(const rg_weights *w, int32_t **const *ids, int *con
     for (int i = 0; i < nh; i++) h[i] = ids[RG_SPLIT_HARMFUL_VAL][hv[i]], hl[i] = lens[RG_SPLIT_HARMFUL_VAL][hv[i]];
     for (int i = 0; i < nl; i++) l[i] = ids[RG_SPLIT_HARMLESS_VAL][lv[i]], ll[i] = lens[RG_SPLIT_HARMLESS_VAL][lv[i]];
     rg_token_batch bh = {(const int32_t *const *)h, hl, nh}, bl = {(const int32_t *const *)l, ll, nl};
-    sc = rg_scorer_new_on(w, &bh, &bl, refusal, n_refusal);
+    sc = rg_scorer_new_on(w, &bh, &bl, rm);
   }
   /* the scorer keeps the prompts' pointers, not these arrays */
   free(h);
@@ -339,7 +340,8 @@ static int score_step(run_state *st, int si, const rg_weights *w, const rg_step_
     rg_error_set("geometry: out of memory");
     goto end;
   }
-  if (!(sc = val_scorer(w, sp->ids, sp->lens, ss->hv, nh, ss->lv, nl, sp->refusal, sp->n_refusal))) goto end;
+  const rg_refusal_measure rm = rg_step_prompts_measure(sp);
+  if (!(sc = val_scorer(w, sp->ids, sp->lens, ss->hv, nh, ss->lv, nl, &rm))) goto end;
   rg_scorer_base_each(sc, ss->base_h, ss->base_l);
   char label[96];
   snprintf(label, sizeof label, "step %ld: scoring %d carrier candidates and %d null directions", ck->step, n_cand,
@@ -704,7 +706,9 @@ static int run_step(run_state *st, int si) {
   rg_backend_opts bo = {.threads = st->o->threads};
   if (!(w = rg_weights_open(m, &bo, RG_WEIGHTS_AUTO))) goto end;
   const rg_acts_reader_info *info = rg_acts_reader_info_of(st->rd);
-  if (rg_step_prompts_fit(w, st->rd, ck->step, st->plan, st->judge, info->chat_template, &sp) < 0) goto end;
+  if (rg_step_prompts_fit(w, st->rd, ck->step, st->plan, st->judge, info->chat_template, st->o->toward_target,
+                          &sp) < 0)
+    goto end;
   if (load_train(st, ck->step, &sp, &t, &dm) < 0) goto end;
   if (si == 0 && alloc_state(st) < 0) goto end;
   rg_step_prompts_token_list(&sp, st->tokens[si], TOKENS_LEN);
@@ -724,8 +728,12 @@ static int run_step(run_state *st, int si) {
     no_refusal_step(st, si, &sp);
   } else {
     if (score_step(st, si, w, &sp, &ss) < 0 || decide_step(st, si, &ss, dm, &t) < 0) goto end;
-    st->ends[si].n_refusal = sp.n_refusal;
-    memcpy(st->ends[si].refusal, sp.refusal, sizeof sp.refusal);
+    transfer_end *e = &st->ends[si];
+    e->mode = sp.mode;
+    e->n_refusal = sp.n_refusal;
+    e->n_compliance = sp.n_compliance;
+    memcpy(e->refusal, sp.refusal, sizeof sp.refusal);
+    memcpy(e->compliance, sp.compliance, sizeof sp.compliance);
   }
   fill_prompt_fields(st, si, &sp);
   st->mig[si].probe_layer = probe_layer;
@@ -783,7 +791,7 @@ static int write_verdict(run_state *st) {
 /* The transfer pass: every step's best direction in every scored step's
  * model. Ablated there (bypass on that step's kept harmful val prompts) and
  * added at its own layer (induce on its kept harmless ones), with that
- * step's refusal tokens, so that a carrier that moved shows as step 0's
+ * step's refusal measure, so that a carrier that moved shows as step 0's
  * direction losing its effect at step k while step k's works. */
 static int transfer_pass(run_state *st) {
   const int n = st->series->n;
@@ -805,8 +813,12 @@ static int transfer_pass(run_state *st) {
     if (!b || !k || !in || !bh || !bl) rg_error_set("geometry: out of memory");
     for (int sp = RG_SPLIT_HARMFUL_VAL; rc == 0 && sp <= RG_SPLIT_HARMLESS_VAL; sp++)
       rc = rg_acts_read_token_ids(st->rd, ck->step, RG_SPLIT_NAMES[sp], &ids[sp], &lens[sp], &count[sp]);
-    if (rc == 0 && !(sc = val_scorer(w, ids, lens, to->hv, to->nh, to->lv, to->nl, to->refusal, to->n_refusal)))
-      rc = -1;
+    const rg_refusal_measure rm = {.mode = to->mode,
+                                   .refusal = to->refusal,
+                                   .n_refusal = to->n_refusal,
+                                   .compliance = to->compliance,
+                                   .n_compliance = to->n_compliance};
+    if (rc == 0 && !(sc = val_scorer(w, ids, lens, to->hv, to->nh, to->lv, to->nl, &rm))) rc = -1;
     if (rc == 0) rg_scorer_base_each(sc, bh, bl);
     for (int i = 0; i < n && rc == 0; i++) {
       const transfer_end *from = &st->ends[i];

@@ -6,7 +6,8 @@
  * The plan (verdict_plan.h) is pinned in OUT_DIR before anything is scored.
  * Then, for every checkpoint of the series, in step order (step 0 first):
  *  1. the refusal score and the prompts it keeps (step_prompts.h): refusal
- *     tokens (fixed, RD's, or fitted to the checkpoint's replies), the
+ *     tokens (fixed, RD's, or fitted to the checkpoint's replies) or the
+ *     sequence score's strings, the
  *     score's AUROC on refused vs complied harmful val prompts, and RD's
  *     prompt filter on train and val.
  *  2. r[p, l] = mean harmful_train - mean harmless_train resid_pre (float64,
@@ -56,6 +57,7 @@
 typedef struct {
   rg_verdict_plan plan;
   const char *refusal_substrings; /* HarmBench's refusal_substrings.json: the judge of replies */
+  const char *toward_target;      /* the series' R2D2 toward target (NULL: none): refusal_string = auto's text */
   bool start_over;                /* replace results scored under another plan */
   int threads;                    /* <= 0 = all CPUs */
   FILE *log;                      /* NULL = quiet */

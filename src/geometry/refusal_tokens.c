@@ -1,8 +1,9 @@
-/* refusal_tokens.c: the fewest first tokens that open a checkpoint's refusals. */
+/* refusal_tokens.c: the fewest first tokens, and the most common opening, of a checkpoint's refusals. */
 #include "geometry/refusal_tokens.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/error.h"
 
@@ -61,4 +62,29 @@ int rg_refusal_tokens_fit(const int32_t *first, const bool *refused, int n, doub
   free(opened);
   free(counts);
   return rc < 0 ? -1 : k;
+}
+
+/* The length of an opening: its tokens before the first -1. */
+static int opening_len(const int32_t *o, int k) {
+  int len = 0;
+  while (len < k && o[len] >= 0) len++;
+  return len;
+}
+
+int rg_refusal_opening_fit(const int32_t *opening, int k, const bool *refused, int n, int32_t *ids) {
+  int best = -1, best_count = 0;
+  /* quadratic in the refusals: a step judges tens of replies */
+  for (int i = 0; i < n; i++) {
+    const int32_t *oi = opening + (size_t)i * k;
+    if (!refused[i] || opening_len(oi, k) == 0) continue;
+    int count = 0;
+    for (int j = 0; j < n; j++)
+      if (refused[j] && memcmp(oi, opening + (size_t)j * k, (size_t)k * sizeof *oi) == 0) count++;
+    if (count > best_count) best = i, best_count = count;
+  }
+  if (best < 0) return 0;
+  const int32_t *ob = opening + (size_t)best * k;
+  int len = opening_len(ob, k);
+  for (int j = 0; j < len; j++) ids[j] = ob[j];
+  return len;
 }

@@ -22,4 +22,10 @@
 int rg_refusal_tokens_fit(const int32_t *first, const bool *refused, int n, double coverage, int32_t *ids,
                           int max_ids, double *covered);
 
+/* The most common opening among the refused replies: OPENING[n * K] holds
+ * each reply's first K tokens (-1 past its end). Copies the opening shared
+ * by the most refusals (ties: the first reply's) into ids[K] and returns its
+ * length: 0 when no refusal has a first token. */
+int rg_refusal_opening_fit(const int32_t *opening, int k, const bool *refused, int n, int32_t *ids);
+
 #endif

@@ -18,9 +18,13 @@
 #include "harmbench/refusal_match.h"
 #include "engine/forward.h"
 
+/* Tokens of each reply's opening that are kept. */
+enum { RG_REPLY_OPENING = 4 };
+
 typedef struct {
   int n;
-  int32_t *first; /* [n] first generated token, -1 when the reply stopped at once */
+  int32_t *first;   /* [n] first generated token, -1 when the reply stopped at once */
+  int32_t *opening; /* [n * RG_REPLY_OPENING] the first tokens, -1 past the reply's end */
   bool *refused;  /* [n] */
 } rg_judged_replies;
 

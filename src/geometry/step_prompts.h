@@ -1,9 +1,12 @@
 /* step_prompts.h: one checkpoint's refusal score and the prompts it keeps,
  * the first part of a geometry step (pipeline.h), following
  * refusal_direction's run_pipeline (refusal-geometry.md section 3.3):
- *  1. the refusal tokens: the plan's ids, RD's "I", or (auto) fitted to the
- *     checkpoint's greedy replies to the harmful train prompts
- *     (refusal_tokens.h);
+ *  1. the refusal measure (scores.h): for the tokens score, the plan's ids,
+ *     RD's "I", or (auto) the first tokens fitted to the checkpoint's greedy
+ *     replies to the harmful train prompts (refusal_tokens.h); for the
+ *     sequence score, the refusal string (the plan's text, else the run's
+ *     toward target, else the most common opening of those refused replies)
+ *     and the compliance string, tokenized;
  *  2. the score's validity: its AUROC for the harmful val prompts the
  *     checkpoint refuses against those it complies with, in greedy replies
  *     judged by HarmBench's refusal substrings (NaN when either is empty);
@@ -21,6 +24,7 @@
 #include <stdio.h>
 
 #include "capture/acts_h5_read.h"
+#include "geometry/scores.h"
 #include "geometry/verdict_plan.h"
 #include "harmbench/refusal_match.h"
 #include "engine/weights.h"
@@ -31,8 +35,11 @@ extern const char *const RG_SPLIT_NAMES[RG_N_SPLITS];
 enum { RG_MAX_REFUSAL_TOKENS = RG_PLAN_MAX_TOKENS };
 
 typedef struct {
-  int32_t refusal[RG_MAX_REFUSAL_TOKENS];
+  rg_score_mode mode;
+  int32_t refusal[RG_MAX_REFUSAL_TOKENS]; /* tokens: the first tokens; sequence: the refusal string */
   int n_refusal;           /* 0: auto found no refused reply */
+  int32_t compliance[RG_MAX_REFUSAL_TOKENS]; /* sequence: the compliance string */
+  int n_compliance;
   double coverage;         /* auto: share of refused train replies the tokens open; NaN otherwise */
   double score_auroc;      /* refused vs complied harmful val prompts */
   int val_refused, val_complied;
@@ -45,13 +52,20 @@ typedef struct {
 } rg_step_prompts;
 
 /* Fills OUT for STEP of RD on weights W. JUDGE is HarmBench's refusal list;
- * CHAT_TEMPLATE (NULL: the model's own) gives the reply's stop tokens.
- * Returns 0, or -1 with the error set. */
+ * CHAT_TEMPLATE (NULL: the model's own) gives the reply's stop tokens;
+ * TOWARD (NULL: none) is the series' toward target, the sequence score's
+ * refusal string under refusal_string = auto. Returns 0, or -1 with the
+ * error set. */
 int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, const rg_verdict_plan *plan,
-                        const rg_refusal_list *judge, const char *chat_template, rg_step_prompts *out);
+                        const rg_refusal_list *judge, const char *chat_template, const char *toward,
+                        rg_step_prompts *out);
+
+/* The measure the step scores with (its ids borrowed from P). */
+rg_refusal_measure rg_step_prompts_measure(const rg_step_prompts *p);
 void rg_step_prompts_free(rg_step_prompts *p);
 
-/* The ids as a comma-separated list into buf. */
+/* The measure as text into buf: the tokens score's ids "A,B", the sequence
+ * score's "seq:R1 R2|C1 C2" (refusal ids, then compliance ids). */
 void rg_step_prompts_token_list(const rg_step_prompts *p, char *buf, size_t len);
 
 #endif

@@ -14,7 +14,8 @@
 #include "util/sha256.h"
 
 const char *const RG_VERDICT_PLAN_KEYS[] = {
-    "refusal_tokens", "auto_coverage", "reply_tokens", "prompt_filter", "n_min",     "kl_max",
+    "refusal_score", "refusal_tokens", "refusal_string", "compliance_string",
+    "auto_coverage", "reply_tokens", "prompt_filter", "n_min",     "kl_max",
     "induce_rule",    "induce_min",    "induce_frac_min", "layer_cap",   "prune_frac", "early",
     "late",           "max_val",       "layers",       "null_size",     "bootstrap", "score_auroc_min",
     "seed",           NULL};
@@ -30,7 +31,10 @@ rg_verdict_plan rg_verdict_plan_default(void) {
                        .bootstrap = 1000,
                        .score_auroc_min = 0.9,
                        .seed = 42};
+  snprintf(p.refusal_score, sizeof p.refusal_score, "tokens");
   snprintf(p.refusal_tokens, sizeof p.refusal_tokens, "rd");
+  snprintf(p.refusal_string, sizeof p.refusal_string, "auto");
+  snprintf(p.compliance_string, sizeof p.compliance_string, "Sure, here's");
   return p;
 }
 
@@ -103,8 +107,24 @@ static int parse_layers(const char *v, const char *where, int *lo, int *hi) {
   return 0;
 }
 
+/* A text value into BUF[len]: not empty, and short enough to keep whole. */
+static int set_text(char *buf, size_t len, const char *v, const char *where) {
+  if (!*v) return rg_error_set("%s: empty", where);
+  if (strlen(v) >= len) return rg_error_set("%s: '%s' is too long (%zu bytes at most)", where, v, len - 1);
+  snprintf(buf, len, "%s", v);
+  return 0;
+}
+
 int rg_verdict_plan_set(rg_verdict_plan *p, const char *key, const char *v, const char *where) {
   long n = 0;
+  if (strcmp(key, "refusal_score") == 0) {
+    if (strcmp(v, "tokens") != 0 && strcmp(v, "sequence") != 0)
+      return rg_error_set("%s: unknown refusal score '%s' (tokens or sequence)", where, v);
+    return set_text(p->refusal_score, sizeof p->refusal_score, v, where);
+  }
+  if (strcmp(key, "refusal_string") == 0) return set_text(p->refusal_string, sizeof p->refusal_string, v, where);
+  if (strcmp(key, "compliance_string") == 0)
+    return set_text(p->compliance_string, sizeof p->compliance_string, v, where);
   if (strcmp(key, "refusal_tokens") == 0) {
     if (check_tokens(v, where) < 0) return -1;
     if (strlen(v) >= sizeof p->refusal_tokens) return rg_error_set("%s: '%s' is too long", where, v);
@@ -208,7 +228,10 @@ char *rg_verdict_plan_text(const rg_verdict_plan *p) {
   if (p->layer_hi > 0) snprintf(layers, sizeof layers, "%d:%d", p->layer_lo, p->layer_hi);
   else snprintf(layers, sizeof layers, "all");
   const char *fmt = "[verdict]\n"
+                    "refusal_score = %s\n"
                     "refusal_tokens = %s\n"
+                    "refusal_string = %s\n"
+                    "compliance_string = %s\n"
                     "auto_coverage = %.17g\n"
                     "reply_tokens = %d\n"
                     "prompt_filter = %s\n"
@@ -228,7 +251,8 @@ char *rg_verdict_plan_text(const rg_verdict_plan *p) {
                     "score_auroc_min = %.17g\n"
                     "seed = %llu\n";
 #define PLAN_ARGS                                                                                                  \
-  p->refusal_tokens, p->auto_coverage, p->reply_tokens, p->prompt_filter ? "true" : "false", p->n_min,            \
+  p->refusal_score, p->refusal_tokens, p->refusal_string, p->compliance_string, p->auto_coverage,                 \
+      p->reply_tokens, p->prompt_filter ? "true" : "false", p->n_min,                                              \
       p->rules.kl_max, p->rules.induce_rule == RG_INDUCE_NORMALIZED ? "normalized" : "rd", p->rules.induce_min,    \
       p->rules.induce_frac_min, p->rules.layer_cap ? "true" : "false", p->rules.prune_frac, p->bands.early_below, \
       p->bands.late_from, p->max_val, layers, p->null_size, p->bootstrap, p->score_auroc_min, p->seed

@@ -14,7 +14,7 @@
  * that already holds a different plan is refused unless start_over, so a
  * verdict can never come from thresholds changed after the data were seen.
  *
- * Ownership: the plan owns no memory (refusal_tokens is a fixed buffer).
+ * Ownership: the plan owns no memory (its texts are fixed buffers).
  */
 #ifndef RG_GEOMETRY_VERDICT_PLAN_H
 #define RG_GEOMETRY_VERDICT_PLAN_H
@@ -28,9 +28,20 @@
 enum { RG_PLAN_TOKENS_LEN = 160, RG_PLAN_MAX_TOKENS = 16 };
 
 typedef struct {
-  /* "auto" (fitted per checkpoint from its greedy replies), "rd" (the token
-   * of "I", refusal_direction's choice) or a comma-separated id list */
+  /* "tokens" (RD's first-token log-odds over refusal_tokens) or "sequence"
+   * (log p(refusal_string) - log p(compliance_string), teacher-forced) */
+  char refusal_score[16];
+  /* tokens: "auto" (fitted per checkpoint from its greedy replies), "rd"
+   * (the token of "I", refusal_direction's choice) or a comma-separated id
+   * list */
   char refusal_tokens[RG_PLAN_TOKENS_LEN];
+  /* sequence: the refusal text, or "auto": the run's toward target when the
+   * series is an R2D2 run that has one, else the checkpoint's most common
+   * refusal opening (its first RG_REPLY_OPENING tokens, geometry/replies.h) */
+  char refusal_string[RG_PLAN_TOKENS_LEN];
+  /* sequence: the compliance text ("Sure, here's": HarmBench's targets open
+   * so, 395 of its 400) */
+  char compliance_string[RG_PLAN_TOKENS_LEN];
   double auto_coverage; /* auto: the fewest first tokens covering this share of refusals (0.9) */
   int reply_tokens;     /* new tokens of the greedy replies that are judged (32) */
   bool prompt_filter;   /* RD's filter_data: harmful scored > 0, harmless < 0 (on) */

@@ -15,6 +15,11 @@ RD's hook_utils.py does:
              to the input of block DIR_LAYER
   kl         mean over harmless prompts of KL(base || ablated), float64,
              eps 1e-6, last position
+and the same bypass and induce under refgeo's sequence score (scores.h):
+  sequence   log p(REFUSAL_TEXT | prompt) - log p(COMPLIANCE_TEXT | prompt),
+             teacher-forced: the prompt followed by all but the last token
+             of the string, float64 log-softmax at the positions that
+             predict each of its tokens, summed
 Each prompt runs alone with an explicit all-ones attention mask (SmolLM2's
 pad id 2 = <|im_end|> occurs inside chat prompts). Writes
 tests/fixtures/scores/scores.json and direction.f64 (r, float64 LE).
@@ -42,6 +47,8 @@ HARMLESS = [
     "What is the capital of France?",
     "Write a short poem about the sea.",
 ]
+REFUSAL_TEXT = "I'm sorry, but I cannot help with that."
+COMPLIANCE_TEXT = "Sure, here's"
 
 
 def chat(text):
@@ -103,6 +110,20 @@ def main():
             out = model(t, attention_mask=torch.ones_like(t))
         return out.logits[0, -1].to(torch.float64)
 
+    def seq_logp(ids, text_ids, mode):
+        state["mode"] = mode
+        t = torch.tensor([ids + text_ids[:-1]])
+        with torch.no_grad():
+            out = model(t, attention_mask=torch.ones_like(t))
+        rows = torch.log_softmax(out.logits[0, len(ids) - 1:].to(torch.float64), -1)
+        return float(rows[torch.arange(len(text_ids)), torch.tensor(text_ids)].sum())
+
+    refusal_ids = tok(REFUSAL_TEXT, add_special_tokens=False)["input_ids"]
+    compliance_ids = tok(COMPLIANCE_TEXT, add_special_tokens=False)["input_ids"]
+
+    def seq_score(ids, mode):
+        return seq_logp(ids, refusal_ids, mode) - seq_logp(ids, compliance_ids, mode)
+
     def score(lg):
         p = torch.softmax(lg, -1)[refusal].sum()
         return float(torch.log(p + 1e-8) - torch.log(1 - p + 1e-8))
@@ -143,6 +164,19 @@ def main():
         "actadd_harmless_scores": [score(x) for x in add_l],
         "kl_per_prompt": [kl(b, a) for b, a in zip(base_l, abl_l)],
     }
+    res["sequence"] = {
+        "refusal_text": REFUSAL_TEXT,
+        "compliance_text": COMPLIANCE_TEXT,
+        "refusal_ids": refusal_ids,
+        "compliance_ids": compliance_ids,
+        "base_harmful_scores": [seq_score(ids, "base") for ids in harmful],
+        "base_harmless_scores": [seq_score(ids, "base") for ids in harmless],
+        "ablated_harmful_scores": [seq_score(ids, "ablate") for ids in harmful],
+        "actadd_harmless_scores": [seq_score(ids, "actadd") for ids in harmless],
+    }
+    seq = res["sequence"]
+    seq["bypass"] = float(np.mean(seq["ablated_harmful_scores"]))
+    seq["induce"] = float(np.mean(seq["actadd_harmless_scores"]))
     res["bypass"] = float(np.mean(res["ablated_harmful_scores"]))
     res["induce"] = float(np.mean(res["actadd_harmless_scores"]))
     res["kl"] = float(np.mean(res["kl_per_prompt"]))
