@@ -311,7 +311,7 @@ static int teardown(void **state) {
 /* ---------------------------------------------------------------- end to end */
 
 static void test_planted_migration(void **state) {
-  series_result r = run_series("late-early", g_late, g_early, NULL);
+  series_result r = run_series("late-early", g_late, g_early, "--transfer-layers");
   assert_int_equal(r.mig->n_rows, 2);
   /* the planted layers: P + 1 */
   assert_string_equal(cell(r.mig, 0, "status"), "carrier");
@@ -349,15 +349,36 @@ static void test_planted_migration(void **state) {
   char *tpath = rg_path_join(r.out, "transfer.csv");
   rg_csv *t = rg_csv_read(tpath);
   assert_non_null(t);
-  assert_int_equal(t->n_rows, 4);
+  int n_carrier = 0, n_layer_rows[2] = {0, 0};
   for (size_t i = 0; i < t->n_rows; i++) {
     int to = strcmp(cell(t, (int)i, "to_step"), "0") == 0 ? 0 : 1;
+    if (strcmp(cell(t, (int)i, "carrier"), "0") == 0) {
+      /* --transfer-layers: each layer's best direction. The late model's
+       * directions are zero up to its planted block (nothing is ablated or
+       * added: the base score), U above it; the early model's are U from
+       * layer 2. So at the early layers step 100's direction removes
+       * the refusal in both models while step 0's does nothing: the
+       * picture of a carrier that moved. */
+      int from = strcmp(cell(t, (int)i, "from_step"), "0") == 0 ? 0 : 1, layer = atoi(cell(t, (int)i, "layer"));
+      double bypass = atof(cell(t, (int)i, "bypass")), p5 = atof(cell(r.mig, to, "null_bypass_p5"));
+      bool planted = layer > (from == 0 ? LATE_P : EARLY_P);
+      if (planted != (bypass < p5))
+        fail_msg("transfer from step %d layer %d into step %d: bypass %g against null p5 %g", from, layer, to, bypass,
+                 p5);
+      n_layer_rows[from]++;
+      continue;
+    }
+    n_carrier++;
     assert_true(atof(cell(t, (int)i, "bypass")) < atof(cell(r.mig, to, "null_bypass_p5")));
     if (strcmp(cell(t, (int)i, "from_step"), cell(t, (int)i, "to_step")) == 0) {
       assert_true(atof(cell(t, (int)i, "bypass")) == atof(cell(r.mig, to, "bypass")));
       assert_true(atof(cell(t, (int)i, "induce")) == atof(cell(r.mig, to, "induce")));
     }
   }
+  assert_int_equal(n_carrier, 4);
+  /* every layer of both steps into both models (a zero direction scores, as the base) */
+  assert_int_equal(n_layer_rows[0], 2 * N_LAYERS);
+  assert_int_equal(n_layer_rows[1], 2 * N_LAYERS);
   rg_csv_free(t);
   free(tpath);
   series_free(&r);

@@ -114,13 +114,16 @@ static const char V_PARETO[] = "step,pos,layer,bypass,kl\n"
                                "0,-2,5,-0.3,0.04\n"
                                "100,-1,3,-1.0,0.09\n";
 /* Sources 0 and 100, targets 0, 50, 100; 100 -> 50 has no number: 5 cells. */
-static const char V_TRANSFER[] = "from_step,to_step,pos,layer,bypass,induce,base_harmful,base_harmless\n"
-                                 "0,0,-1,10,-2,1.5,3,-2\n"
-                                 "0,50,-1,10,-1,0.5,2.5,-2\n"
-                                 "0,100,-1,10,0.5,-1,2,-2\n"
-                                 "100,0,-1,3,-0.5,0.2,3,-2\n"
-                                 "100,50,-1,3,nan,nan,2.5,-2\n"
-                                 "100,100,-1,3,-1.0,1.2,2,-2\n";
+/* The matrices draw the carriers' rows only: a layer's row (carrier 0, from
+ * transfer_layers) would overwrite cell (0, 100) with -9 / 9. */
+static const char V_TRANSFER[] = "from_step,to_step,pos,layer,carrier,bypass,induce,base_harmful,base_harmless\n"
+                                 "0,0,-1,10,1,-2,1.5,3,-2\n"
+                                 "0,50,-1,10,1,-1,0.5,2.5,-2\n"
+                                 "0,100,-1,10,1,0.5,-1,2,-2\n"
+                                 "0,100,-2,4,0,-9,9,2,-2\n"
+                                 "100,0,-1,3,1,-0.5,0.2,3,-2\n"
+                                 "100,50,-1,3,1,nan,nan,2.5,-2\n"
+                                 "100,100,-1,3,1,-1.0,1.2,2,-2\n";
 /* 2 steps x 3 layers x 2 positions. The plot keeps each layer's best
  * position: step 0 reads 0.55, 0.9, 0.95 at layers 0, 1, 2; step 100 has no
  * AUROC at layer 0 (a gap), then 0.82 and 0.7. */
@@ -145,8 +148,8 @@ static const char V_NONE_SENSITIVITY[] = "step,kl_max,n_admissible,best_layer,be
                                          "0,0.1,0,,,nan\n"
                                          "0,1,0,,,nan\n";
 static const char V_NONE_PARETO[] = "step,pos,layer,bypass,kl\n";
-static const char V_NONE_TRANSFER[] = "from_step,to_step,pos,layer,bypass,induce,base_harmful,base_harmless\n"
-                                      "0,0,-1,5,-0.2,0.1,1,-1\n";
+static const char V_NONE_TRANSFER[] = "from_step,to_step,pos,layer,carrier,bypass,induce,base_harmful,base_harmless\n"
+                                      "0,0,-1,5,1,-0.2,0.1,1,-1\n";
 static const char V_NONE_PROBES[] = "step,layer,pos,auroc,n_refused,n_complied\n"
                                     "0,0,-1,nan,8,0\n"
                                     "0,1,-1,nan,8,0\n";

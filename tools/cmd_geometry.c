@@ -137,7 +137,7 @@ static int run_toward_target(const char *run_dir, toward_keys *k) {
 
 /* The plan: defaults, then --plan-file's [verdict], then the flags. */
 static int build_plan(rg_verdict_plan *p, const char *plan_file, const plan_values *values, double layer_frac,
-                      bool no_filter, bool no_cap) {
+                      bool no_filter, bool no_cap, bool transfer_layers) {
   if (plan_file && rg_verdict_plan_read(p, plan_file) < 0) return -1;
   for (int i = 0; i < N_PLAN_FLAGS; i++) {
     char where[64], buf[64];
@@ -151,6 +151,7 @@ static int build_plan(rg_verdict_plan *p, const char *plan_file, const plan_valu
   }
   if (no_filter) p->prompt_filter = false;
   if (no_cap) p->rules.layer_cap = false;
+  if (transfer_layers) p->transfer_layers = true;
   return rg_verdict_plan_check(p);
 }
 
@@ -160,7 +161,7 @@ int cmd_geometry(int argc, char **argv) {
   double layer_frac = NAN;
   plan_values values = {0};
   for (int i = 0; i < N_PLAN_FLAGS; i++) values.d[i] = NAN, values.i[i] = INT_MIN;
-  bool json = false, no_filter = false, no_cap = false;
+  bool json = false, no_filter = false, no_cap = false, transfer_layers = false;
   rg_geometry_opts o = rg_geometry_opts_default();
   o.log = cli_log();
   cli_opt opts[N_PLAN_FLAGS + 16];
@@ -179,6 +180,8 @@ int cmd_geometry(int argc, char **argv) {
   opts[n_opts++] = (cli_opt){"no-prompt-filter", CLI_BOOL, &no_filter, "score every prompt (RD filters them)"};
   opts[n_opts++] = (cli_opt){"layer-frac", CLI_FLOAT, &layer_frac, "admissible if layer < floor(F * L) (0.8)"};
   opts[n_opts++] = (cli_opt){"no-layer-cap", CLI_BOOL, &no_cap, "no layer cap"};
+  opts[n_opts++] = (cli_opt){"transfer-layers", CLI_BOOL, &transfer_layers,
+                             "transfer.csv also scores each step's best direction of every layer in every step's model"};
   opts[n_opts++] = (cli_opt){"start-over", CLI_BOOL, &o.start_over, "replace results scored under another plan"};
   opts[n_opts++] = (cli_opt){"refusal-substrings", CLI_STRING, &substrings,
                              "HarmBench refusal_substrings.json, the judge of replies (data/harmbench/)"};
@@ -196,7 +199,7 @@ int cmd_geometry(int argc, char **argv) {
     rg_error_set("--acts and --out are required");
     return cli_fail();
   }
-  if (build_plan(&o.plan, plan_file, &values, layer_frac, no_filter, no_cap) < 0) return cli_fail();
+  if (build_plan(&o.plan, plan_file, &values, layer_frac, no_filter, no_cap, transfer_layers) < 0) return cli_fail();
   toward_keys toward;
   if (run_toward_target(cs.run_dir, &toward) < 0) return cli_fail();
   o.toward_target = toward.target[0] ? toward.target : NULL;

@@ -188,14 +188,15 @@ int rg_write_probes_csv(const char *path, const rg_probe_row *rows, int n) {
 static int transfer_row(rg_csv_writer *w, const void *rows, int i) {
   const rg_transfer_row *r = (const rg_transfer_row *)rows + i;
   if (rg_csv_writer_int(w, r->from_step) || rg_csv_writer_int(w, r->to_step) || rg_csv_writer_int(w, r->pos) ||
-      rg_csv_writer_int(w, r->layer) || rg_csv_writer_double(w, r->bypass) || rg_csv_writer_double(w, r->induce) ||
+      rg_csv_writer_int(w, r->layer) || rg_csv_writer_int(w, r->carrier) || rg_csv_writer_double(w, r->bypass) ||
+      rg_csv_writer_double(w, r->induce) ||
       rg_csv_writer_double(w, r->base_harmful) || rg_csv_writer_double(w, r->base_harmless))
     return -1;
   return 0;
 }
 
 int rg_write_transfer_csv(const char *path, const rg_transfer_row *rows, int n) {
-  static const char *const header[] = {"from_step", "to_step", "pos",          "layer",
+  static const char *const header[] = {"from_step", "to_step", "pos",          "layer",        "carrier",
                                        "bypass",    "induce",  "base_harmful", "base_harmless"};
   return write_table(path, header, (int)(sizeof header / sizeof header[0]), rows, n, transfer_row);
 }

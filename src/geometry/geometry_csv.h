@@ -75,10 +75,13 @@ typedef struct {
 
 int rg_write_probes_csv(const char *path, const rg_probe_row *rows, int n);
 
-/* transfer.csv: one step's best direction scored in another step's model. */
+/* transfer.csv: one step's best direction scored in another step's model:
+ * its carrier (the selection's best), or with the plan's transfer_layers
+ * its best direction at each layer. */
 typedef struct {
   long from_step, to_step;
   int pos, layer; /* the direction's candidate at from_step */
+  bool carrier;   /* the step's selected candidate (else a layer's best) */
   double bypass, induce;              /* in to_step's model, on its val prompts */
   double base_harmful, base_harmless; /* to_step's unintervened means of the same prompts */
 } rg_transfer_row;

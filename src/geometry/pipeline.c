@@ -40,6 +40,10 @@ enum { N_TAU = (int)(sizeof SENSITIVITY_TAU / sizeof SENSITIVITY_TAU[0]) };
 typedef struct {
   int pos, layer;
   double *dir; /* [d] */
+  /* with the plan's transfer_layers: each layer's best direction
+   * ([L][d]) and its position (layer_pos[l] 0: the layer has none) */
+  double *layer_dir;
+  int *layer_pos;
   rg_score_mode mode;
   int32_t refusal[RG_MAX_REFUSAL_TOKENS], compliance[RG_MAX_REFUSAL_TOKENS];
   int n_refusal, n_compliance;
@@ -181,7 +185,8 @@ static int alloc_state(run_state *st) {
   st->pareto = calloc((size_t)n_steps * n_cand, sizeof *st->pareto);
   st->probes = calloc((size_t)n_steps * st->L * st->n_pos, sizeof *st->probes);
   st->ends = calloc((size_t)n_steps, sizeof *st->ends);
-  st->transfer = calloc((size_t)n_steps * n_steps, sizeof *st->transfer);
+  const size_t per_pair = 1 + (st->plan->transfer_layers ? (size_t)(st->hi - st->lo) : 0);
+  st->transfer = calloc((size_t)n_steps * n_steps * per_pair, sizeof *st->transfer);
   st->best0 = malloc((size_t)st->d * sizeof(double));
   st->dirs_f32 = malloc((size_t)n_steps * n * sizeof(float));
   st->dir_steps = calloc((size_t)n_steps, sizeof *st->dir_steps);
@@ -557,6 +562,26 @@ static int keep_transfer_end(run_state *st, int si, const rg_candidate *c, const
   return 0;
 }
 
+/* With the plan's transfer_layers: step SI's best direction at each scored
+ * layer, the position with the lowest finite mean bypass (RD's key score;
+ * the first of equal ones), among the candidates C[n_cand]. */
+static int keep_layer_dirs(run_state *st, int si, const rg_candidate *c, int n_cand) {
+  transfer_end *e = &st->ends[si];
+  e->layer_dir = malloc((size_t)st->L * st->d * sizeof *e->layer_dir);
+  e->layer_pos = calloc((size_t)st->L, sizeof *e->layer_pos);
+  if (!e->layer_dir || !e->layer_pos) return rg_error_set("geometry: out of memory");
+  for (int l = st->lo; l < st->hi; l++) {
+    int best = -1;
+    for (int k = 0; k < n_cand; k++)
+      if (c[k].layer == l && isfinite(c[k].bypass) && (best < 0 || c[k].bypass < c[best].bypass)) best = k;
+    if (best < 0) continue;
+    e->layer_pos[l] = c[best].pos;
+    memcpy(e->layer_dir + (size_t)l * st->d, dir_at(st, st->cur, c[best].pos + st->n_pos, l),
+           (size_t)st->d * sizeof *e->layer_dir);
+  }
+  return 0;
+}
+
 /* Selection, null, bootstrap and the tables of a scored step. */
 static int decide_step(run_state *st, int si, const step_scores *ss, const rg_diff_means *dm, const train_set *t) {
   const rg_checkpoint *ck = &st->series->items[si];
@@ -584,7 +609,9 @@ static int decide_step(run_state *st, int si, const step_scores *ss, const rg_di
     st->have_best0 = 1;
   }
   record_directions(st, si, best >= 0 ? &c[best] : NULL);
-  if (keep_transfer_end(st, si, shown >= 0 ? &c[shown] : NULL, dir, ss) < 0) goto end;
+  if (keep_transfer_end(st, si, shown >= 0 ? &c[shown] : NULL, dir, ss) < 0 ||
+      (st->plan->transfer_layers && keep_layer_dirs(st, si, c, n_cand) < 0))
+    goto end;
   rg_migration_row_fill(mr, ck->step, c, &sel, st->L, &st->plan->bands, dir, st->have_best0 ? st->best0 : NULL,
                         st->d);
   rg_step_status status =
@@ -822,14 +849,24 @@ static int transfer_pass(run_state *st) {
     if (rc == 0) rg_scorer_base_each(sc, bh, bl);
     for (int i = 0; i < n && rc == 0; i++) {
       const transfer_end *from = &st->ends[i];
-      if (from->layer < 0) continue;
-      if ((rc = rg_scorer_ablate_each(sc, from->dir, b, k)) < 0 ||
-          (rc = rg_scorer_induce_each(sc, from->dir, from->layer, in)) < 0)
-        break;
-      st->transfer[st->n_transfer++] =
-          (rg_transfer_row){.from_step = st->series->items[i].step, .to_step = ck->step, .pos = from->pos,
-                            .layer = from->layer, .bypass = mean_of(b, to->nh), .induce = mean_of(in, to->nl),
-                            .base_harmful = mean_of(bh, to->nh), .base_harmless = mean_of(bl, to->nl)};
+      /* the carrier, then (transfer_layers) every layer's best direction */
+      for (int l = from->layer_dir ? st->lo - 1 : -1; l < (from->layer_dir ? st->hi : 0) && rc == 0; l++) {
+        const bool carrier = l < st->lo;
+        if (carrier ? from->layer < 0 : from->layer_pos[l] == 0) continue;
+        const double *dir = carrier ? from->dir : from->layer_dir + (size_t)l * st->d;
+        const int layer = carrier ? from->layer : l;
+        if ((rc = rg_scorer_ablate_each(sc, dir, b, k)) < 0 || (rc = rg_scorer_induce_each(sc, dir, layer, in)) < 0)
+          break;
+        st->transfer[st->n_transfer++] = (rg_transfer_row){.from_step = st->series->items[i].step,
+                                                           .to_step = ck->step,
+                                                           .pos = carrier ? from->pos : from->layer_pos[l],
+                                                           .layer = layer,
+                                                           .carrier = carrier,
+                                                           .bypass = mean_of(b, to->nh),
+                                                           .induce = mean_of(in, to->nl),
+                                                           .base_harmful = mean_of(bh, to->nh),
+                                                           .base_harmless = mean_of(bl, to->nl)};
+      }
     }
     if (rc < 0) rg_error_prefix("transfer into step %ld", ck->step);
     if (st->o->log && rc == 0)
@@ -864,6 +901,8 @@ static void free_state(run_state *st) {
   free(st->probes);
   for (int i = 0; st->ends && i < st->series->n; i++) {
     free(st->ends[i].dir);
+    free(st->ends[i].layer_dir);
+    free(st->ends[i].layer_pos);
     free(st->ends[i].hv);
     free(st->ends[i].lv);
   }

@@ -18,7 +18,7 @@ const char *const RG_VERDICT_PLAN_KEYS[] = {
     "auto_coverage", "reply_tokens", "prompt_filter", "n_min",     "kl_max",
     "induce_rule",    "induce_min",    "induce_frac_min", "layer_cap",   "prune_frac", "early",
     "late",           "max_val",       "layers",       "null_size",     "bootstrap", "score_auroc_min",
-    "seed",           NULL};
+    "seed",           "transfer_layers", NULL};
 
 rg_verdict_plan rg_verdict_plan_default(void) {
   rg_verdict_plan p = {.auto_coverage = 0.9,
@@ -138,6 +138,7 @@ int rg_verdict_plan_set(rg_verdict_plan *p, const char *key, const char *v, cons
     return 0;
   }
   if (strcmp(key, "prompt_filter") == 0) return parse_bool(v, where, &p->prompt_filter);
+  if (strcmp(key, "transfer_layers") == 0) return parse_bool(v, where, &p->transfer_layers);
   if (strcmp(key, "n_min") == 0) {
     if (parse_int(v, 1, 1 << 20, where, &n) < 0) return -1;
     p->n_min = (int)n;
@@ -249,13 +250,15 @@ char *rg_verdict_plan_text(const rg_verdict_plan *p) {
                     "null_size = %d\n"
                     "bootstrap = %d\n"
                     "score_auroc_min = %.17g\n"
-                    "seed = %llu\n";
+                    "seed = %llu\n"
+                    "transfer_layers = %s\n";
 #define PLAN_ARGS                                                                                                  \
   p->refusal_score, p->refusal_tokens, p->refusal_string, p->compliance_string, p->auto_coverage,                 \
       p->reply_tokens, p->prompt_filter ? "true" : "false", p->n_min,                                              \
       p->rules.kl_max, p->rules.induce_rule == RG_INDUCE_NORMALIZED ? "normalized" : "rd", p->rules.induce_min,    \
       p->rules.induce_frac_min, p->rules.layer_cap ? "true" : "false", p->rules.prune_frac, p->bands.early_below, \
-      p->bands.late_from, p->max_val, layers, p->null_size, p->bootstrap, p->score_auroc_min, p->seed
+      p->bands.late_from, p->max_val, layers, p->null_size, p->bootstrap, p->score_auroc_min, p->seed,                    \
+      p->transfer_layers ? "true" : "false"
   int len = snprintf(NULL, 0, fmt, PLAN_ARGS);
   char *s = len >= 0 ? malloc((size_t)len + 1) : NULL;
   if (!s) {

@@ -54,6 +54,10 @@ typedef struct {
   int bootstrap;            /* bootstrap resamples of the val prompts (1000) */
   double score_auroc_min;   /* the refusal score is called valid at or above this AUROC (0.9) */
   unsigned long long seed;  /* of the null directions and the bootstrap (42) */
+  /* transfer.csv also scores every step's best direction at each layer (the
+   * lowest bypass of its positions) in every step's model: n_steps^2 x
+   * layers more candidates (off) */
+  bool transfer_layers;
 } rg_verdict_plan;
 
 rg_verdict_plan rg_verdict_plan_default(void);

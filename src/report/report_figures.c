@@ -608,10 +608,11 @@ static int figures_transfer(rg_figures *f, const rg_csv *transfer) {
                     .annotate = true, .min_x = 2, .few_x_note = FEW};
   s.column = "bypass", s.id = "plot-transfer-bypass", s.value_label = "bypass (refusal log-odds; lower: stronger)";
   s.title = "Transfer: bypass of each step's carrier ablated in every step's model";
-  if (figure_heatmap(f, transfer, &s, NULL, 0, "") < 0) return -1;
+  /* the carriers' rows (transfer_layers adds every layer's best direction) */
+  if (figure_heatmap(f, transfer, &s, "carrier", 1, "") < 0) return -1;
   s.column = "induce", s.id = "plot-transfer-induce", s.value_label = "induce (refusal log-odds; higher: stronger)";
   s.title = "Transfer: induce of each step's carrier added in every step's model";
-  return figure_heatmap(f, transfer, &s, NULL, 0, "");
+  return figure_heatmap(f, transfer, &s, "carrier", 1, "");
 }
 
 /* The row of T with the highest finite VALUE_COL per (step, layer), as a
