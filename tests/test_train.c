@@ -37,14 +37,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "model/checkpoints.h"
 #include "model/model.h"
 #include "engine/weights.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/run_lock.h"
 
 static char *g_model; /* the tiny model's directory */
 
@@ -75,7 +79,7 @@ static const char CONFIG[] = "[model]\n"
                              "utility_max_new_tokens = 8\n"
                              "utility_per_step = 2\n"
                              "utility_labels = assistant\n"
-                             "max_case_tokens = 256\n"
+                             "max_case_tokens = 400\n"
                              "max_utility_tokens = 128\n";
 
 /* Writes the config with EXTRA_MODEL lines in [model] and EXTRA_DATA in
@@ -145,6 +149,64 @@ static void assert_visible_whole(const char *dir) {
   }
 }
 
+/* A run dir's checkpoints as a later stage lists them: a checkpoint-N.tmp
+ * a kill left is not one of them (and stops nothing). */
+static void assert_readers_ignore_temps(const char *dir) {
+  rg_checkpoint_series *s = rg_checkpoints_from_run_dir(dir, NULL);
+  if (!s && strstr(rg_error_get(), "no checkpoints")) return; /* killed before checkpoint-0 */
+  /* killed between a checkpoint and its digests: refused, naming it */
+  if (!s && strstr(rg_error_get(), "checkpoint-2: not listed in")) return;
+  if (!s) fail_msg("%s: its checkpoints do not list: %s", dir, rg_error_get());
+  for (int i = 0; i < s->n; i++)
+    if (strstr(s->items[i].path, ".tmp")) fail_msg("%s: a temp folder listed as a checkpoint", s->items[i].path);
+  rg_checkpoints_free(s);
+}
+
+static long g_dead_pid; /* a pid that has ended (plant_stale_temps) */
+
+/* Temp files as killed writers leave them: one of a dead pid (to be
+ * removed by the next start) and one of a live one, this test's (to be
+ * kept: it might be another writer's). */
+static void plant_stale_temps(const char *dir) {
+  if (!g_dead_pid) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    g_dead_pid = pid;
+  }
+  char name[96];
+  snprintf(name, sizeof name, "train_log.csv.tmp.%ld", g_dead_pid);
+  char *p = rg_path_join(dir, name);
+  assert_int_equal(rg_write_file_atomic(p, "half", 4), 0);
+  free(p);
+  snprintf(name, sizeof name, "utility.jsonl.tmp.%ld", (long)getpid());
+  p = rg_path_join(dir, name);
+  assert_int_equal(rg_write_file_atomic(p, "live", 4), 0);
+  free(p);
+}
+
+/* After a resume: the newest state alone (no older, .tmp or .old one), no
+ * temp file of a dead writer (the live one planted stays, and goes now),
+ * and every digest in the run's and the state's SHA256SUMS right by
+ * `sha256sum -c` (coreutils: a reader that is not refgeo's). */
+static void assert_nothing_left(const char *dir, const char *what) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "cd '%s' && ls state | tr '\\n' ' ' && find . -name '*.tmp*' | sort | tr '\\n' ' '", dir);
+  FILE *fp = popen(cmd, "r");
+  assert_non_null(fp);
+  char got[512] = "", want[160];
+  got[fread(got, 1, sizeof got - 1, fp)] = '\0';
+  pclose(fp);
+  snprintf(want, sizeof want, "step-4 ./utility.jsonl.tmp.%ld ", (long)getpid());
+  if (strcmp(got, want) != 0) fail_msg("%s: left after the resume: \"%s\", expected \"%s\"", what, got, want);
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && rm utility.jsonl.tmp.* && sha256sum --quiet -c SHA256SUMS && cd state/step-4 && "
+           "sha256sum --quiet -c SHA256SUMS",
+           dir);
+  if (system(cmd) != 0) fail_msg("%s: sha256sum -c disagrees with %s's SHA256SUMS", what, dir);
+}
+
 static void test_resume_after_kill(void **state) {
   (void)state;
   char *config = write_config("train_resume.ini", "", "");
@@ -152,17 +214,58 @@ static void test_resume_after_kill(void **state) {
   char *err = NULL;
   if (train(config, ref, "", &err) != 0) fail_msg("reference run: %s", err);
   free(err);
-  static const char *const KILLS[] = {"update:3", "checkpoint-write:2", "state-write:2", "state-rename:3", "optimizer:4"};
+  /* remove-file:2 is inside the retirement of state 1 (each retirement
+   * unlinks a state's four files), remove-file:10 inside that of state 3,
+   * after the last update: the resume has no update left and must still
+   * finish it */
+  static const struct {
+    const char *at, *left; /* the kill, and what it must leave (NULL: nothing checked) */
+  } KILLS[] = {{"update:3", NULL},
+               {"checkpoint-write:2", "checkpoint-2.tmp"},
+               {"checkpoint-listed:2", NULL},
+               {"state-write:2", "state/step-2.tmp"},
+               {"state-rename:3", "state/step-2"},
+               {"state-retire:2", "state/step-2.old"},
+               {"remove-file:2", "state/step-1.old"},
+               {"remove-file:10", "state/step-3.old"},
+               {"optimizer:4", NULL}};
   for (size_t k = 0; k < sizeof KILLS / sizeof KILLS[0]; k++) {
     char *dir = run_dir("train_killed");
-    setenv("REFGEO_KILL_AT", KILLS[k], 1);
+    setenv("REFGEO_KILL_AT", KILLS[k].at, 1);
     const int killed = train(config, dir, "", NULL);
     unsetenv("REFGEO_KILL_AT");
     /* sh reports a child killed by signal S as 128 + S */
-    if (killed != 128 + SIGKILL) fail_msg("%s: the run ended with status %d, not by SIGKILL", KILLS[k], killed);
+    if (killed != 128 + SIGKILL) fail_msg("%s: the run ended with status %d, not by SIGKILL", KILLS[k].at, killed);
     assert_visible_whole(dir);
-    if (train(config, dir, "--resume", &err) != 0) fail_msg("%s: resume: %s", KILLS[k], err);
+    char *left = KILLS[k].left ? rg_path_join(dir, KILLS[k].left) : NULL;
+    if (left && !rg_path_exists(left))
+      fail_msg("%s: the kill did not land where the test means it to (no %s)", KILLS[k].at, KILLS[k].left);
+    free(left);
+    assert_readers_ignore_temps(dir);
+    /* the log's header and rows up to the newest state, which the resume
+     * restores (later rows are updates it does again, timed again) */
+    char *log_before = file_size(dir, "train_log.csv") ? file_in(dir, "train_log.csv") : strdup("");
+    long newest = 0;
+    for (long step = 1; step <= 4; step++) {
+      char name[64];
+      snprintf(name, sizeof name, "state/step-%ld", step);
+      char *st = rg_path_join(dir, name);
+      if (rg_is_dir(st)) newest = step;
+      free(st);
+    }
+    char *cut = log_before;
+    for (long line = 0; line <= newest && cut && *cut; line++) cut = strchr(cut, '\n') ? strchr(cut, '\n') + 1 : NULL;
+    if (cut) *cut = '\0';
+    if (newest > 0 && strlen(log_before) < 20) fail_msg("%s: no log rows before state %ld", KILLS[k].at, newest);
+    plant_stale_temps(dir);
+    if (train(config, dir, "--resume", &err) != 0) fail_msg("%s: resume: %s", KILLS[k].at, err);
     free(err);
+    /* the rows before the resume come back byte for byte */
+    char *log_after = file_in(dir, "train_log.csv");
+    if (strncmp(log_after, log_before, strlen(log_before)) != 0)
+      fail_msg("%s: train_log.csv's rows before the resume changed:\n%s\nafter:\n%s", KILLS[k].at, log_before, log_after);
+    free(log_before), free(log_after);
+    assert_nothing_left(dir, KILLS[k].at);
     char *a = rg_path_join(ref, "state/step-4"), *b = rg_path_join(dir, "state/step-4");
     assert_same_file(a, b, "params.f32");
     assert_same_file(a, b, "moments.f32");
@@ -335,7 +438,7 @@ static void test_bad_input(void **state) {
   char *st = rg_path_join(dir, "state/step-4");
   char *params = rg_path_join(st, "params.f32"), *meta = rg_path_join(st, "meta.json");
   assert_int_equal(rg_write_file_atomic(meta, "{\"step\": 4,", 11), 0);
-  expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1 --resume", "meta.json: not valid JSON");
+  expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1 --resume", "meta.json: sha256");
   assert_int_equal(truncate(params, 100), 0);
   expect_error(c, dir, "--updates 4 --gcg-steps 0 --utility-per-step 1 --resume", "params.f32: 100 bytes");
   free(params), free(meta), free(st);
