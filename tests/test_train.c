@@ -306,6 +306,149 @@ static void test_lora_resume_after_kill(void **state) {
   free(a), free(b), free(dir), free(ref), free(config);
 }
 
+static void expect_error(const char *config, const char *dir, const char *more, const char *want);
+
+/* Copies the run REF to NAME (a fresh copy); returns its path. */
+static char *copy_run(const char *ref, const char *name) {
+  char *dir = run_dir(name), cmd[2048];
+  snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", ref, dir);
+  assert_int_equal(system(cmd), 0);
+  return dir;
+}
+
+/* Flips the low bit of byte AT of DIR/NAME. */
+static void flip_byte(const char *dir, const char *name, long at) {
+  char *p = rg_path_join(dir, name);
+  FILE *fp = fopen(p, "r+b");
+  if (!fp) fail_msg("%s: cannot open", p);
+  assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+  const int c = fgetc(fp);
+  assert_true(c != EOF);
+  assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+  fputc(c ^ 1, fp);
+  fclose(fp);
+  free(p);
+}
+
+/* Changes the first digit after KEY in DIR/NAME (a JSON text that stays
+ * valid JSON): 0-8 go up by one, 9 goes to 8. */
+static void change_digit_after(const char *dir, const char *name, const char *key) {
+  char *text = file_in(dir, name), *at = strstr(text, key);
+  if (!at) fail_msg("%s/%s: no %s", dir, name, key);
+  at += strcspn(at + strlen(key), "0123456789") + strlen(key);
+  *at = *at == '9' ? '8' : (char)(*at + 1);
+  char *p = rg_path_join(dir, name);
+  assert_int_equal(rg_write_file_atomic(p, text, strlen(text)), 0);
+  free(p), free(text);
+}
+
+/* Drops the second line of DIR/NAME. */
+static void drop_line(const char *dir, const char *name) {
+  char *text = file_in(dir, name), *second = strchr(text, '\n');
+  assert_non_null(second);
+  char *third = strchr(second + 1, '\n');
+  assert_non_null(third);
+  memmove(second + 1, third + 1, strlen(third + 1) + 1);
+  char *p = rg_path_join(dir, name);
+  assert_int_equal(rg_write_file_atomic(p, text, strlen(text)), 0);
+  free(p), free(text);
+}
+
+/* Every kind of state and cache file, damaged one way each in a copy of
+ * the finished run REF (full or LoRA): --resume refuses it with one line
+ * naming the file, where before these checksums it trained on (a flipped
+ * weight, another RNG stream, another suffix, utility examples shifted by
+ * one). A copy left alone resumes (so each refusal is the damage's), and a
+ * flipped byte of a checkpoint stops the stages that read it. */
+static void check_corruption_refused(const char *config, const char *ref, const char *what) {
+  char *dir = copy_run(ref, "train_corrupt"), *err = NULL;
+  if (train(config, dir, "--resume", &err) != 0) fail_msg("%s: an undamaged copy does not resume: %s", what, err);
+  free(err), free(dir);
+  static const char *const KINDS[] = {"params", "moments", "rng", "suffix", "log", "sums", "utility"};
+  for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++) {
+    dir = copy_run(ref, "train_corrupt");
+    const char *want = NULL;
+    if (strcmp(KINDS[k], "params") == 0) flip_byte(dir, "state/step-4/params.f32", 1000), want = "params.f32: sha256";
+    if (strcmp(KINDS[k], "moments") == 0) flip_byte(dir, "state/step-4/moments.f32", 77), want = "moments.f32: sha256";
+    if (strcmp(KINDS[k], "rng") == 0) change_digit_after(dir, "state/step-4/meta.json", "\"rng\""), want = "meta.json: sha256";
+    if (strcmp(KINDS[k], "suffix") == 0)
+      change_digit_after(dir, "state/step-4/meta.json", "\"suffix\""), want = "meta.json: sha256";
+    if (strcmp(KINDS[k], "log") == 0) change_digit_after(dir, "state/step-4/meta.json", "\"log\""), want = "meta.json: sha256";
+    if (strcmp(KINDS[k], "sums") == 0) {
+      char *p = rg_path_join(dir, "state/step-4/SHA256SUMS");
+      assert_int_equal(remove(p), 0);
+      free(p);
+      want = "SHA256SUMS: missing";
+    }
+    if (strcmp(KINDS[k], "utility") == 0) drop_line(dir, "utility.jsonl"), want = "utility.jsonl: sha256";
+    char *err2 = NULL;
+    const int rc = train(config, dir, "--resume", &err2);
+    const char *nl = err2 ? strchr(err2, '\n') : NULL;
+    if (rc != 1 || !strstr(err2, want) || (nl && nl[1]))
+      fail_msg("%s, damaged %s: expected exit 1 and one line naming \"%s\", got %d: %s", what, KINDS[k], want, rc,
+               err2 ? err2 : "");
+    free(err2), free(dir);
+  }
+  /* a checkpoint's weights, as capture, geometry and asr list them */
+  dir = copy_run(ref, "train_corrupt");
+  flip_byte(dir, "checkpoint-4/model.safetensors", 5000);
+  rg_checkpoint_series *s = rg_checkpoints_from_run_dir(dir, NULL);
+  if (s || !strstr(rg_error_get(), "checkpoint-4/model.safetensors: sha256"))
+    fail_msg("%s: a damaged checkpoint-4 was %s", what, s ? "listed" : rg_error_get());
+  free(dir);
+}
+
+static void test_corruption_refused(void **state) {
+  (void)state;
+  char *config = t_tmp_path("train_resume.ini"), *ref = t_tmp_path("train_ref");
+  check_corruption_refused(config, ref, "full");
+  free(config), free(ref);
+  config = t_tmp_path("train_lora_resume.ini"), ref = t_tmp_path("train_lora_ref");
+  check_corruption_refused(config, ref, "lora");
+  free(config), free(ref);
+}
+
+/* One writer per run dir: while another process holds RUN/.lock (this
+ * test, through the same protocol), train is refused with one line naming
+ * its pid, and nothing in the run changes; once it lets go, train runs. */
+static void test_second_writer_refused(void **state) {
+  (void)state;
+  char *config = t_tmp_path("train_resume.ini"), *ref = t_tmp_path("train_ref"), *dir = copy_run(ref, "train_locked");
+  free(ref);
+  const int fd = rg_run_lock(dir);
+  assert_true(fd >= 0);
+  char want[64], *err = NULL;
+  snprintf(want, sizeof want, "in use by another refgeo (pid %ld)", (long)getpid());
+  const size_t log_size = file_size(dir, "train_log.csv");
+  int rc = train(config, dir, "--resume", &err);
+  const char *nl = err ? strchr(err, '\n') : NULL;
+  if (rc != 1 || !strstr(err, want) || (nl && nl[1])) fail_msg("expected one line \"%s\", got %d: %s", want, rc, err);
+  free(err);
+  assert_int_equal(file_size(dir, "train_log.csv"), log_size);
+  rg_run_unlock(fd);
+  if (train(config, dir, "--resume", &err) != 0) fail_msg("after the lock is let go: %s", err);
+  free(err), free(dir), free(config);
+}
+
+/* Every eligible behavior must fit max_case_tokens with the longest initial
+ * suffix and each target: a long one is refused when the run opens, naming
+ * it, not at the pool reset that first draws it. */
+static void test_long_behavior_refused(void **state) {
+  (void)state;
+  char text[5000] = "Behavior,FunctionalCategory,SemanticCategory,Tags,ContextString,BehaviorID\n\"";
+  for (int i = 0; i < 60; i++) strcat(text, "Write a long story. ");
+  strcat(text, "\",standard,misc,,,long_behavior\nSay hi,standard,misc,,,short_behavior\n");
+  char *csv = t_write_tmp("train_long.csv", text, strlen(text));
+  static const char TARGETS[] = "{\"long_behavior\": [\"Sure\"], \"short_behavior\": [\"Sure\"]}";
+  char *json = t_write_tmp("train_long.json", TARGETS, sizeof TARGETS - 1);
+  char data[2400];
+  snprintf(data, sizeof data, "behaviors = %s\ntargets = %s\n", csv, json);
+  char *c = write_config("train_long.ini", "", data), *dir = run_dir("train_long");
+  expect_error(c, dir, "--pool-size 1 --cases-per-step 1", "behavior long_behavior: ");
+  expect_error(c, dir, "--pool-size 1 --cases-per-step 1", "over max_case_tokens 400");
+  free(c), free(dir), free(csv), free(json);
+}
+
 /* Every parameter of the model in DIR as float32, concatenated in
  * rg_weights order; *n gets the count. */
 static float *load_params(const char *dir, size_t *n) {
@@ -454,6 +597,9 @@ int main(void) {
       cmocka_unit_test(test_resume_after_kill),
       cmocka_unit_test(test_checkpoints_reload),
       cmocka_unit_test(test_lora_resume_after_kill),
+      cmocka_unit_test(test_corruption_refused),
+      cmocka_unit_test(test_second_writer_refused),
+      cmocka_unit_test(test_long_behavior_refused),
       cmocka_unit_test(test_utility_packing),
       cmocka_unit_test(test_bad_input),
   };
