@@ -51,8 +51,7 @@ int rg_run_lock(const char *run_dir) {
   if (parent >= 0 && flock(parent, LOCK_EX | LOCK_NB) == 0) {
     close(fd);
     free(path);
-    rg_run_lock_claim(parent);
-    return parent;
+    return parent; /* the parent's note names this process already */
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

@@ -15,9 +15,9 @@
 /* The name of the lock file in a run directory. */
 #define RG_RUN_LOCK_NAME ".lock"
 
-/* Takes the lock of RUN_DIR (which must exist) for this process, or finds
- * it inherited (REFGEO_RUN_LOCK_FD on the same file), and writes this
- * process's pid into the lock file. Returns the descriptor (kept open for
+/* Takes the lock of RUN_DIR (which must exist) for this process and writes
+ * its pid into the lock file, or finds it inherited (REFGEO_RUN_LOCK_FD on
+ * the same file; the parent wrote who holds it). Returns the descriptor (kept open for
  * the process's life; not inherited by children unless
  * rg_run_lock_share), or -1 with the error set: "RUN_DIR: in use by
  * another refgeo (pid N) ...". */
