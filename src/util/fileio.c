@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -236,6 +238,21 @@ static long temp_owner(const char *name) {
   return strtol(dot + 1, NULL, 10);
 }
 
+/* Whether process PID has ended: none exists, or only its zombie (its files
+ * closed, its exit not yet collected by its parent). */
+static bool process_ended(long pid) {
+  if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+  char path[64], text[256] = "";
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return false;
+  const size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  const char *paren = strrchr(text, ')'); /* "PID (COMM) STATE ..." */
+  return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
 int rg_remove_stale_temps(const char *dir, int depth, int *n_removed) {
   DIR *d = opendir(dir);
   if (!d) return errno == ENOENT || errno == ENOTDIR ? 0 : rg_error_set("%s: %s", dir, strerror(errno));
@@ -254,7 +271,7 @@ int rg_remove_stale_temps(const char *dir, int depth, int *n_removed) {
       /* gone meanwhile */
     } else if (S_ISDIR(st.st_mode)) {
       if (depth > 0) rc = rg_remove_stale_temps(p, depth - 1, n_removed);
-    } else if (S_ISREG(st.st_mode) && pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+    } else if (S_ISREG(st.st_mode) && pid > 0 && pid != (long)getpid() && process_ended(pid)) {
       /* its writer is dead: a kill between the temp file and its rename */
       if (unlink(p) != 0 && errno != ENOENT) rc = rg_error_set("%s: cannot remove: %s", p, strerror(errno));
       else if (n_removed) (*n_removed)++;
