@@ -190,6 +190,30 @@ static void test_resume_after_kill_and_nothing_to_redo(void **state) {
 /* The bars go to a terminal only: `refgeo capture` of run A's checkpoints
  * under a pseudo-terminal (util-linux `script`) draws them, with rate and
  * ETA; with stderr piped it prints one line per checkpoint and no bar. */
+/* A stage's output that changed after the stage wrote it (a flipped byte of
+ * acts.h5, which geometry would read) stops the next run with one line
+ * naming it, where before it was taken as up to date. */
+static void test_damaged_stage_output_refused(void **state) {
+  (void)state;
+  char *c = write_run_config("damaged.ini", "damaged", "", ""), *err = NULL;
+  if (run(c, NULL, &err) != 0) fail_msg("%s", err);
+  free(err);
+  char *acts = path_in("damaged/acts.h5");
+  FILE *fp = fopen(acts, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(fseek(fp, 4000, SEEK_SET), 0);
+  const int byte = fgetc(fp);
+  assert_int_equal(fseek(fp, 4000, SEEK_SET), 0);
+  fputc(byte ^ 0x10, fp);
+  fclose(fp);
+  const int rc = run(c, NULL, &err);
+  /* progress lines of the stages before it, then the error */
+  const char *line = err ? strstr(err, "refgeo run: ") : NULL, *nl = line ? strchr(line, '\n') : NULL;
+  if (rc != 1 || !line || !strstr(line, "acts.h5: sha256") || (nl && nl[1]))
+    fail_msg("expected an error line naming acts.h5, got %d: %s", rc, err ? err : "");
+  free(err), free(acts), free(c);
+}
+
 /* A stage child killed while `refgeo run` checks its flags (before it can
  * print anything) still gets a reason: how it ended, not an empty line. */
 static void test_stage_killed_at_flag_check(void **state) {
@@ -353,6 +377,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_after_kill_and_nothing_to_redo),
       cmocka_unit_test(test_stage_killed_at_flag_check),
+      cmocka_unit_test(test_damaged_stage_output_refused),
       cmocka_unit_test(test_killing_run_leaves_no_writer),
       cmocka_unit_test(test_progress_bars_on_a_terminal_only),
       cmocka_unit_test(test_dry_run_writes_nothing),

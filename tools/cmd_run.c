@@ -44,6 +44,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/run_lock.h"
+#include "util/sha256.h"
 
 extern char **environ;
 
@@ -346,32 +347,62 @@ static double mtime_of(const char *path) {
   return (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
 }
 
+/* The body of a .done file: after "seconds S" and the optional "sha256 HEX"
+ * line of the stage's output (NULL when TEXT has no first line). *SUM
+ * gets the digest, or "" when the file has none (one of an older refgeo). */
+static const char *marker_body(const char *text, char sum[65]) {
+  sum[0] = '\0';
+  const char *body = strchr(text, '\n');
+  if (body && strncmp(body + 1, "sha256 ", 7) == 0 && strlen(body + 1) > 7 + 64 && body[8 + 64] == '\n') {
+    memcpy(sum, body + 8, 64), sum[64] = '\0';
+    body += 8 + 64;
+  }
+  return body ? body + 1 : NULL;
+}
+
 /* Whether stage I is up to date; *LAST_SECONDS gets its recorded wall time
  * (-1 when it never ran). NEWER_THAN: the config's and every earlier
- * stage's .done time. */
-static bool up_to_date(const plan *p, int i, double newer_than, double *last_seconds) {
+ * stage's .done time. An up-to-date stage's output is what the stage
+ * wrote: its sha256 is the one its .done file records, or the run stops
+ * here (*DAMAGED true, the error set naming the file), before a later
+ * stage reads it. */
+static bool up_to_date(const plan *p, int i, double newer_than, double *last_seconds, bool *damaged) {
   const stage *s = &p->stages[i];
   *last_seconds = -1;
+  *damaged = false;
   char *path = marker_path(p, s), *text = path ? rg_read_file(path, NULL) : NULL, *want = command_text(s);
   bool ok = false;
+  char sum[65] = "", hex[65] = "";
   if (text && want) {
-    const char *body = strchr(text, '\n');
+    const char *body = marker_body(text, sum);
     sscanf(text, "seconds %lf", last_seconds);
-    ok = body && strcmp(body + 1, want) == 0 && rg_path_exists(s->output) && mtime_of(path) >= newer_than;
+    ok = body && strcmp(body, want) == 0 && rg_path_exists(s->output) && mtime_of(path) >= newer_than;
+  }
+  rg_error_clear();
+  if (ok && sum[0] && (rg_sha256_file(s->output, hex) < 0 || strcmp(hex, sum) != 0)) {
+    if (hex[0])
+      rg_error_set("%s: sha256 %.12s... differs from %.12s... in %s: the file changed after stage %s wrote it "
+                   "(remove %s to run the stage again)",
+                   s->output, hex, sum, path, s->name, path);
+    *damaged = true;
+    ok = false;
   }
   free(path);
   free(text);
   free(want);
-  rg_error_clear();
   return ok;
 }
 
 static int write_marker(const plan *p, const stage *s, double seconds) {
   char *path = marker_path(p, s), *cmd = command_text(s);
-  char *text = cmd ? malloc(strlen(cmd) + 64) : NULL;
+  char *text = cmd ? malloc(strlen(cmd) + 160) : NULL, hex[65] = "";
   int rc = path && text ? 0 : rg_error_set("out of memory");
+  /* the output's digest, checked before a later run trusts it */
+  if (rc == 0 && !rg_is_dir(s->output)) rc = rg_sha256_file(s->output, hex);
   if (rc == 0) {
-    sprintf(text, "seconds %.1f\n%s", seconds, cmd);
+    int n = sprintf(text, "seconds %.1f\n", seconds);
+    if (hex[0]) n += sprintf(text + n, "sha256 %s\n", hex);
+    strcpy(text + n, cmd);
     rc = rg_write_file_atomic(path, text, strlen(text));
   }
   free(path);
@@ -501,7 +532,12 @@ static int run_stages(const plan *p, bool dry_run) {
   for (int i = 0; i < p->n && rc == 0; i++) {
     const stage *s = &p->stages[i];
     double last;
-    bool fresh = up_to_date(p, i, newer_than, &last);
+    bool damaged;
+    bool fresh = up_to_date(p, i, newer_than, &last, &damaged);
+    if (damaged) {
+      rc = -1;
+      break;
+    }
     if (dry_run) {
       if (fresh) printf("%-12s up to date (took %.0f s)\n", s->name, last);
       else if (last >= 0) printf("%-12s to run (last run took %.0f s)\n", s->name, last);
