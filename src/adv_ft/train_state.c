@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,30 +30,58 @@ static size_t largest_param(const rg_weights *w) {
   return most;
 }
 
-/* Writes the parameters (MOMENTS false) or the moments into PATH; HEX gets
- * the sha256 of the bytes written. */
-static int write_floats(const char *path, const rg_weights *w, const rg_optimizer *o, bool moments, char hex[65]) {
+/* Writes the parameters (MOMENTS false) or the moments into PATH. */
+static int write_floats(const char *path, const rg_weights *w, const rg_optimizer *o, bool moments) {
   FILE *fp = fopen(path, "wb");
   if (!fp) return rg_error_set("%s: %s", path, strerror(errno));
   const size_t most = largest_param(w);
   float *a = malloc(most * sizeof *a), *b = moments ? malloc(most * sizeof *b) : NULL;
   int rc = a && (!moments || b) ? 0 : rg_error_set("%s: out of memory", path);
-  rg_sha256 sum;
-  rg_sha256_init(&sum);
   for (int i = 0; rc == 0 && i < rg_weights_count(w); i++) {
     const size_t n = param_len(w, i);
     rc = moments ? rg_optimizer_get_moments(o, i, a, b) : rg_weights_download(w, i, a);
     if (rc == 0 && (fwrite(a, sizeof *a, n, fp) != n || (moments && fwrite(b, sizeof *b, n, fp) != n)))
       rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
-    if (rc == 0) rg_sha256_update(&sum, a, n * sizeof *a);
-    if (rc == 0 && moments) rg_sha256_update(&sum, b, n * sizeof *b);
   }
   free(a), free(b);
   if (fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
-  uint8_t d[32];
-  rg_sha256_final(&sum, d);
-  rg_sha256_hex(d, hex);
   return rc;
+}
+
+/* The sha256 of a file just written, read back on a thread of its own
+ * (from the page cache) while the caller writes the next file and waits
+ * for the disk (fsync): the digest of a gigabyte state costs about a second
+ * of CPU (bench/integrity_cost.sh), which this takes off the save's path.
+ * Without a thread the digest is computed on the spot. */
+typedef struct {
+  const char *path;
+  char hex[65];
+  int rc;
+  char msg[512]; /* the thread's error (errors are per thread) */
+  pthread_t thread;
+  bool started;
+} hash_job;
+
+static void *hash_run(void *arg) {
+  hash_job *j = arg;
+  j->rc = rg_sha256_file(j->path, j->hex);
+  if (j->rc < 0) snprintf(j->msg, sizeof j->msg, "%s", rg_error_get());
+  return NULL;
+}
+
+static void hash_start(hash_job *j, const char *path) {
+  j->path = path;
+  j->started = pthread_create(&j->thread, NULL, hash_run, j) == 0;
+  if (!j->started) hash_run(j);
+}
+
+/* Waits for J (if it was started); 0, or -1 with its error set unless
+ * FAILED (the caller's error, set earlier, stands). */
+static int hash_finish(hash_job *j, bool failed) {
+  if (!j->path) return 0;
+  if (j->started) pthread_join(j->thread, NULL);
+  j->started = false;
+  return j->rc == 0 ? 0 : failed ? -1 : rg_error_set("%s", j->msg);
 }
 
 static int write_meta(const char *path, const cJSON *meta, char hex[65]) {
@@ -153,20 +182,27 @@ int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, con
   char *meta_path = tmp ? rg_path_join(tmp, "meta.json") : NULL, *sums_path = tmp ? rg_path_join(tmp, RG_MANIFEST_NAME) : NULL;
   char *state_dir = rg_path_join(run_dir, "state");
   int rc = tmp && final && params && moments && meta_path && sums_path && state_dir ? 0 : rg_error_set("out of memory");
-  char hex[3][65];
+  char meta_hex[65];
+  hash_job sum_params = {0}, sum_moments = {0};
   rg_manifest sums = {0};
   if (rc == 0) rc = rg_remove_flat_dir(tmp);
   if (rc == 0) rc = rg_mkdir_p(tmp);
-  if (rc == 0) rc = write_floats(params, w, o, false, hex[0]);
+  if (rc == 0) rc = write_floats(params, w, o, false);
+  if (rc == 0) hash_start(&sum_params, params);
   rg_fault_point("state-write"); /* tests: a kill between a state's files */
-  if (rc == 0) rc = write_floats(moments, w, o, true, hex[1]);
-  if (rc == 0) rc = write_meta(meta_path, meta, hex[2]);
+  if (rc == 0) rc = write_floats(moments, w, o, true);
+  if (rc == 0) hash_start(&sum_moments, moments);
+  if (rc == 0) rc = write_meta(meta_path, meta, meta_hex);
   if (rc == 0) rc = sync_file(params) || sync_file(moments) || sync_file(meta_path) ? -1 : 0;
+  /* both joined on every path; the first error is the one reported */
+  if (hash_finish(&sum_params, rc < 0) < 0) rc = -1;
+  if (hash_finish(&sum_moments, rc < 0) < 0) rc = -1;
   /* the checksums last: a state's manifest lists files already on disk */
-  if (rc == 0) rc = rg_manifest_set(&sums, "params.f32", hex[0]) || rg_manifest_set(&sums, "moments.f32", hex[1]) ||
-                            rg_manifest_set(&sums, "meta.json", hex[2])
-                        ? -1
-                        : 0;
+  if (rc == 0)
+    rc = rg_manifest_set(&sums, "params.f32", sum_params.hex) || rg_manifest_set(&sums, "moments.f32", sum_moments.hex) ||
+                 rg_manifest_set(&sums, "meta.json", meta_hex)
+             ? -1
+             : 0;
   if (rc == 0) rc = rg_manifest_write(&sums, sums_path);
   rg_manifest_free(&sums);
   if (rc == 0) rc = rg_sync_dir(tmp);
