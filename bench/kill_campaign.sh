@@ -20,12 +20,15 @@
 # accepts the run's SHA256SUMS. Prints one line per trial and the totals;
 # exits 1 on any difference.
 #
-#   bench/kill_campaign.sh [SEED]   (BUILD=build-dir, TRIALS_TRAIN=N per mode, TRIALS_RUN=N)
+# Trials go on until at least KILLS_TRAIN kills (20) per train mode and
+# KILLS_RUN (10) on run have landed (a kill drawn after the end misses).
+#
+#   bench/kill_campaign.sh [SEED]   (BUILD=build-dir, KILLS_TRAIN=N, KILLS_RUN=N)
 set -u
 SEED=${1:-43}
 BUILD=${BUILD:-build}
-TRIALS_TRAIN=${TRIALS_TRAIN:-8}
-TRIALS_RUN=${TRIALS_RUN:-5}
+KILLS_TRAIN=${KILLS_TRAIN:-20}
+KILLS_RUN=${KILLS_RUN:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "$BUILD" && pwd)/refgeo
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kill-campaign.XXXXXX")
@@ -112,9 +115,12 @@ for mode in full lora; do
   "$BIN" train --config "$WORK/$mode.ini" --out "$WORK/ref-$mode" --quiet >/dev/null 2>&1 || exit 1
   t=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
   echo "train $mode: uninterrupted run ${t} s"
-  kills_kind=0
-  for i in $(seq 1 "$TRIALS_TRAIN"); do trial train "$WORK/$mode.ini" "$WORK/ref-$mode" "$t" "$WORK/k-$mode" "$i"; done
-  echo "train $mode: $kills_kind kills in $TRIALS_TRAIN trials"
+  kills_kind=0 i=0
+  while [ "$kills_kind" -lt "$KILLS_TRAIN" ] && [ "$i" -lt 100 ]; do
+    i=$((i + 1))
+    trial train "$WORK/$mode.ini" "$WORK/ref-$mode" "$t" "$WORK/k-$mode" "$i"
+  done
+  echo "train $mode: $kills_kind kills in $i trials"
 done
 run_ini "$WORK/ref-run" > "$WORK/ref-run.ini"
 run_ini "$WORK/k-run" > "$WORK/k-run.ini"
@@ -122,8 +128,11 @@ t0=$(now)
 "$BIN" run "$WORK/ref-run.ini" >/dev/null 2>&1 || { echo "reference run failed"; exit 1; }
 t=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
 echo "run: uninterrupted job ${t} s"
-kills_kind=0
-for i in $(seq 1 "$TRIALS_RUN"); do trial run "$WORK/k-run.ini" "$WORK/ref-run" "$t" "$WORK/k-run" "$i"; done
-echo "run: $kills_kind kills in $TRIALS_RUN trials"
+kills_kind=0 i=0
+while [ "$kills_kind" -lt "$KILLS_RUN" ] && [ "$i" -lt 100 ]; do
+  i=$((i + 1))
+  trial run "$WORK/k-run.ini" "$WORK/ref-run" "$t" "$WORK/k-run" "$i"
+done
+echo "run: $kills_kind kills in $i trials"
 echo "seed $SEED: $kills_total kills, $failed trials with a difference"
 [ "$failed" -eq 0 ]
