@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -389,6 +391,54 @@ static void test_path_helpers(void **state) {
 
 /* rg_path_relative against Python's os.path.relpath(to, from) on the same
  * folders (values computed with Python 3.11 for these layouts). */
+/* Stale temp files: NAME.tmp.<pid> of a pid that is gone, or a zombie (its
+ * files closed, its exit not yet collected: what a killed writer is for a
+ * moment), is removed, in the folder and one below it; one of a live pid
+ * (this test's), and names that only look alike, are kept. */
+static void test_remove_stale_temps(void **state) {
+  (void)state;
+  char *dir = t_tmp_path("stale_temps"), cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/sub'", dir, dir);
+  assert_int_equal(system(cmd), 0);
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  assert_int_equal(waitpid(gone, NULL, 0), gone);
+  const pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  for (int i = 0; i < 200; i++) { /* until the child has exited (not collected) */
+    char stat_path[64], text[256] = "";
+    snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", (long)zombie);
+    FILE *fp = fopen(stat_path, "r");
+    if (fp) text[fread(text, 1, sizeof text - 1, fp)] = '\0', fclose(fp);
+    if (strstr(text, ") Z ")) break;
+    usleep(10000);
+  }
+  char names[6][96];
+  snprintf(names[0], sizeof names[0], "a.csv.tmp.%ld", (long)gone);        /* removed */
+  snprintf(names[1], sizeof names[1], "sub/b.json.tmp.%ld", (long)zombie); /* removed */
+  snprintf(names[2], sizeof names[2], "c.ini.tmp.%ld", (long)getpid());    /* kept: live */
+  snprintf(names[3], sizeof names[3], "d.tmp.%ldx", (long)gone);           /* kept: not a pid */
+  snprintf(names[4], sizeof names[4], "e.tmp");                            /* kept */
+  snprintf(names[5], sizeof names[5], "f.tmpx.%ld", (long)gone);           /* kept */
+  for (int i = 0; i < 6; i++) {
+    char *p = rg_path_join(dir, names[i]);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    free(p);
+  }
+  int n = 0;
+  assert_int_equal(rg_remove_stale_temps(dir, 1, &n), 0);
+  assert_int_equal(n, 2);
+  for (int i = 0; i < 6; i++) {
+    char *p = rg_path_join(dir, names[i]);
+    if (rg_path_exists(p) != (i >= 2)) fail_msg("%s: %s", names[i], i >= 2 ? "removed" : "kept");
+    free(p);
+  }
+  assert_int_equal(waitpid(zombie, NULL, 0), zombie);
+  free(dir);
+}
+
 static void test_path_relative(void **state) {
   char *root = scratch_dir("rel");
   const char *dirs[] = {"a", "a/b", "c", "c/d", "cx"};
@@ -416,6 +466,7 @@ static void test_path_relative(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_write_then_read),
+      cmocka_unit_test(test_remove_stale_temps),
       cmocka_unit_test(test_atomic_commit_renames),
       cmocka_unit_test(test_atomic_abort_removes_temp),
       cmocka_unit_test(test_atomic_commit_failure_cleans_up),

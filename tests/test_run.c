@@ -24,6 +24,7 @@
  *    value the plan refuses, in the file or as a --set override: one line naming the config file or the override
  *    (and the section or key), exit 1, nothing written.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ static const char TRAIN_INI[] = "[model]\nmodel = %s\nthreads = 2\ncheckpoint_dt
                                 "[pool]\npool_size = 2\ncases_per_step = 1\ngcg_steps = 1\nsearch_width = 8\n"
                                 "top_k = 4\ngcg_batch = 8\n"
                                 "[data]\nutility_prompts = 4\nutility_max_new_tokens = 4\nutility_per_step = 1\n"
-                                "utility_labels = assistant\nmax_case_tokens = 256\nmax_utility_tokens = 128\n";
+                                "utility_labels = assistant\nmax_case_tokens = 400\nmax_utility_tokens = 128\n";
 
 /* %s: the run dir, then lines added to [run], then to [capture]. */
 static const char RUN_INI[] = "[run]\nout = %s\ntrain_config = train.ini\nthreads = 2\n%s"
@@ -189,6 +190,94 @@ static void test_resume_after_kill_and_nothing_to_redo(void **state) {
 /* The bars go to a terminal only: `refgeo capture` of run A's checkpoints
  * under a pseudo-terminal (util-linux `script`) draws them, with rate and
  * ETA; with stderr piped it prints one line per checkpoint and no bar. */
+/* A stage's output that changed after the stage wrote it (a flipped byte of
+ * acts.h5, which geometry would read) stops the next run with one line
+ * naming it, where before it was taken as up to date. */
+static void test_damaged_stage_output_refused(void **state) {
+  (void)state;
+  char *c = write_run_config("damaged.ini", "damaged", "", ""), *err = NULL;
+  if (run(c, NULL, &err) != 0) fail_msg("%s", err);
+  free(err);
+  char *acts = path_in("damaged/acts.h5");
+  FILE *fp = fopen(acts, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(fseek(fp, 4000, SEEK_SET), 0);
+  const int byte = fgetc(fp);
+  assert_int_equal(fseek(fp, 4000, SEEK_SET), 0);
+  fputc(byte ^ 0x10, fp);
+  fclose(fp);
+  const int rc = run(c, NULL, &err);
+  /* progress lines of the stages before it, then the error */
+  const char *line = err ? strstr(err, "refgeo run: ") : NULL, *nl = line ? strchr(line, '\n') : NULL;
+  if (rc != 1 || !line || !strstr(line, "acts.h5: sha256") || (nl && nl[1]))
+    fail_msg("expected an error line naming acts.h5, got %d: %s", rc, err ? err : "");
+  free(err), free(acts), free(c);
+}
+
+/* A stage child killed while `refgeo run` checks its flags (before it can
+ * print anything) still gets a reason: how it ended, not an empty line. */
+static void test_stage_killed_at_flag_check(void **state) {
+  (void)state;
+  char *c = write_run_config("flagkill.ini", "flagkill", "", ""), *err = NULL;
+  const int rc = run(c, "check-flags:1", &err);
+  const char *nl = err ? strchr(err, '\n') : NULL;
+  if (rc != 1 || !strstr(err, "killed by signal 9 (Killed) while checking its flags") || (nl && nl[1]))
+    fail_msg("expected one line naming the killed stage, got %d: %s", rc, err ? err : "");
+  free(err), free(c);
+}
+
+/* The state of process PID from /proc ('Z' a zombie), or 0 when it is gone. */
+static char proc_state(long pid) {
+  char path[64], text[512] = "";
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return 0;
+  const size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  const char *paren = strrchr(text, ')');
+  return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+/* One writer per run directory, also across `refgeo run` and its stages:
+ * a run whose train stage is stopped (REFGEO_STOP_AT) holds the lock, and
+ * a second run is refused naming both pids; killing only the first `run`
+ * takes its stage with it (no writer left behind), and then a rerun
+ * finishes the job. */
+static void test_killing_run_leaves_no_writer(void **state) {
+  (void)state;
+  char *c = write_run_config("lock.ini", "lock", "", ""), *lock = path_in("lock/.lock"), cmd[2048];
+  snprintf(cmd, sizeof cmd, "REFGEO_STOP_AT=update:1 '%s' run '%s' >/dev/null 2>&1 & echo $!", t_env("REFGEO_BIN"), c);
+  FILE *fp = popen(cmd, "r");
+  assert_non_null(fp);
+  long run_pid = 0, stage_pid = 0;
+  assert_int_equal(fscanf(fp, "%ld", &run_pid), 1);
+  pclose(fp);
+  /* the stage is running once the lock file names it, stopped once /proc says T */
+  for (int tries = 0; tries < 1200 && !(stage_pid && proc_state(stage_pid) == 'T'); tries++) {
+    char *text = rg_read_file(lock, NULL);
+    const char *at = text ? strstr(text, "its stage train is pid ") : NULL;
+    if (at) stage_pid = strtol(at + 23, NULL, 10);
+    free(text);
+    rg_error_clear();
+    usleep(100 * 1000);
+  }
+  if (!stage_pid || proc_state(stage_pid) != 'T') fail_msg("the train stage of run %ld did not stop at update 1", run_pid);
+  char *err = NULL, want[160];
+  snprintf(want, sizeof want, "in use by another refgeo (pid %ld (refgeo run; its stage train is pid %ld)", run_pid,
+           stage_pid);
+  int rc = run(c, NULL, &err);
+  const char *nl = err ? strchr(err, '\n') : NULL;
+  if (rc != 1 || !strstr(err, want) || (nl && nl[1])) fail_msg("second run: expected \"%s\", got %d: %s", want, rc, err);
+  free(err);
+  assert_int_equal(kill((pid_t)run_pid, SIGKILL), 0);
+  char st = 'T';
+  for (int tries = 0; tries < 100 && (st = proc_state(stage_pid)) != 0 && st != 'Z'; tries++) usleep(100 * 1000);
+  if (st != 0 && st != 'Z') fail_msg("the train stage (pid %ld) outlived its killed run (state %c)", stage_pid, st);
+  if (run(c, NULL, &err) != 0) fail_msg("rerun after the kill: %s", err);
+  free(err), free(lock), free(c);
+}
+
 static void test_progress_bars_on_a_terminal_only(void **state) {
   char *run_a = path_in("a"), *h5_tty = path_in("tty.h5"), *h5_pipe = path_in("pipe.h5"), cmd[4096];
   snprintf(cmd, sizeof cmd, "script -qfec \"'%s' capture --run-dir '%s' --out '%s' --n-train 6 --n-val 4\" /dev/null",
@@ -294,6 +383,9 @@ static void test_bad_configs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_after_kill_and_nothing_to_redo),
+      cmocka_unit_test(test_stage_killed_at_flag_check),
+      cmocka_unit_test(test_damaged_stage_output_refused),
+      cmocka_unit_test(test_killing_run_leaves_no_writer),
       cmocka_unit_test(test_progress_bars_on_a_terminal_only),
       cmocka_unit_test(test_dry_run_writes_nothing),
       cmocka_unit_test(test_bad_configs),

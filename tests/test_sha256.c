@@ -91,11 +91,47 @@ static void test_missing_file_is_one_line_naming_it(void **state) {
   assert_non_null(strstr(rg_error_get(), "/nonexistent/model.gguf: "));
 }
 
+/* A 3 MB pseudo-random message fed in uneven pieces (1, 63, 64, 65, 4097
+ * bytes ...: runs of whole blocks and partial ones) against coreutils'
+ * sha256sum of the same bytes. CTest runs this binary twice: on the CPU's
+ * SHA extensions where it has them, and with REFGEO_SHA256_PORTABLE=1 on
+ * the C loop. */
+static void test_long_message_against_sha256sum(void **state) {
+  enum { N = 3 << 20 };
+  uint8_t *msg = malloc(N);
+  assert_non_null(msg);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < N; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, msg[i] = (uint8_t)(x >> 56);
+  char *path = t_write_tmp("sha256_long.bin", msg, N), cmd[1200], want[65] = "", hex[65];
+  snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+  FILE *fp = popen(cmd, "r");
+  assert_non_null(fp);
+  assert_int_equal(fscanf(fp, "%64s", want), 1);
+  pclose(fp);
+  static const size_t PIECES[] = {1, 63, 64, 65, 4097, 127, 128, 1 << 16, 3};
+  rg_sha256 s;
+  uint8_t d[32];
+  rg_sha256_init(&s);
+  for (size_t at = 0, k = 0; at < N; k++) {
+    size_t n = PIECES[k % (sizeof PIECES / sizeof PIECES[0])];
+    if (n > N - at) n = N - at;
+    rg_sha256_update(&s, msg + at, n);
+    at += n;
+  }
+  rg_sha256_final(&s, d);
+  rg_sha256_hex(d, hex);
+  assert_string_equal(hex, want);
+  assert_int_equal(rg_sha256_file(path, hex), 0);
+  assert_string_equal(hex, want);
+  free(path), free(msg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fips_examples),
       cmocka_unit_test(test_padding_boundaries_whole_bytewise_and_file),
       cmocka_unit_test(test_missing_file_is_one_line_naming_it),
+      cmocka_unit_test(test_long_message_against_sha256sum),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

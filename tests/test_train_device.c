@@ -29,7 +29,7 @@ static const char CONFIG[] = "[model]\nmodel = %s\nthreads = 2\ncheckpoint_dtype
                              "[pool]\npool_size = 3\ncases_per_step = 2\ngcg_steps = 1\nsearch_width = 8\ntop_k = 4\n"
                              "gcg_batch = 8\nreset_every = 2\n"
                              "[data]\nutility_prompts = 6\nutility_max_new_tokens = 8\nutility_per_step = 2\n"
-                             "utility_labels = assistant\nmax_case_tokens = 256\nmax_utility_tokens = 128\n";
+                             "utility_labels = assistant\nmax_case_tokens = 400\nmax_utility_tokens = 128\n";
 
 static char *run_on(const char *cfg, const char *device) {
   char name[64], args[2048], *out = NULL, *err = NULL;

@@ -62,7 +62,7 @@ static const char CONFIG[] = "[model]\n"
                              "utility_max_new_tokens = 8\n"
                              "utility_per_step = 2\n"
                              "utility_labels = assistant\n"
-                             "max_case_tokens = 256\n"
+                             "max_case_tokens = 400\n"
                              "max_utility_tokens = 128\n";
 
 /* Runs "[mpirun -np NP] refgeo ARGS" (NP 0: no mpirun); its exit status,

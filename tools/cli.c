@@ -2,14 +2,17 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/blas_core.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 static void print_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts) {
   printf("usage: refgeo %s %s\n", cmd, usage);
@@ -106,7 +109,20 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, int n_opts, const char
     }
     if (parse_value(o, val) != 0) return -1;
   }
-  return cli_check_only() ? 1 : 0; /* checked: stop as after --help */
+  if (!cli_check_only()) return 0;
+  rg_fault_point("check-flags"); /* tests: a stage child killed while `refgeo run` checks its flags */
+  return 1; /* checked: stop as after --help */
+}
+
+void cli_die_with_parent(void) {
+  const char *v = getenv("REFGEO_STAGE_PARENT");
+  if (!v || !*v) return;
+  const long parent = strtol(v, NULL, 10);
+  unsetenv("REFGEO_STAGE_PARENT"); /* this process's own children are not stages */
+  /* SIGKILL when the parent ends, however it ends: a killed `refgeo run`
+   * leaves no stage writing its run directory. The parent may have died
+   * before the call; then the child is orphaned already and ends now. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)parent) raise(SIGKILL);
 }
 
 void cli_runtime_env(char **argv) {

@@ -86,6 +86,11 @@ int cli_set_device(const char *name);
 /* Where progress and per-step lines go: stderr, or NULL under --quiet. */
 FILE *cli_log(void);
 
+/* A stage child of `refgeo run` (REFGEO_STAGE_PARENT names its pid) dies
+ * with it: PR_SET_PDEATHSIG, so that killing `run` never leaves a stage
+ * writing the run directory. A no-op for any other process. First in main. */
+void cli_die_with_parent(void);
+
 /* With REFGEO_CHECK_FLAGS=1 in the environment a command only checks its
  * flags: cli_parse returns 1 (as for --help) once they parse, and the
  * command exits 0 without doing any work. `refgeo run` checks every stage's

@@ -44,6 +44,8 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/run_lock.h"
+#include "util/sha256.h"
 
 extern char **environ;
 
@@ -69,6 +71,7 @@ typedef struct {
   const char *source_flag, *source; /* --run-dir RUN, or [run] run_dir / manifest / model */
   stage stages[MAX_STAGES];
   int n;
+  int lock_fd; /* the run directory's lock (util/run_lock.h), shared with the stages; -1 before it is taken */
 } plan;
 
 static int add_arg(stage *s, const char *a) {
@@ -360,32 +363,62 @@ static double mtime_of(const char *path) {
   return (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
 }
 
+/* The body of a .done file: after "seconds S" and the optional "sha256 HEX"
+ * line of the stage's output (NULL when TEXT has no first line). *SUM
+ * gets the digest, or "" when the file has none (one of an older refgeo). */
+static const char *marker_body(const char *text, char sum[65]) {
+  sum[0] = '\0';
+  const char *body = strchr(text, '\n');
+  if (body && strncmp(body + 1, "sha256 ", 7) == 0 && strlen(body + 1) > 7 + 64 && body[8 + 64] == '\n') {
+    memcpy(sum, body + 8, 64), sum[64] = '\0';
+    body += 8 + 64;
+  }
+  return body ? body + 1 : NULL;
+}
+
 /* Whether stage I is up to date; *LAST_SECONDS gets its recorded wall time
  * (-1 when it never ran). NEWER_THAN: the config's and every earlier
- * stage's .done time. */
-static bool up_to_date(const plan *p, int i, double newer_than, double *last_seconds) {
+ * stage's .done time. An up-to-date stage's output is what the stage
+ * wrote: its sha256 is the one its .done file records, or the run stops
+ * here (*DAMAGED true, the error set naming the file), before a later
+ * stage reads it. */
+static bool up_to_date(const plan *p, int i, double newer_than, double *last_seconds, bool *damaged) {
   const stage *s = &p->stages[i];
   *last_seconds = -1;
+  *damaged = false;
   char *path = marker_path(p, s), *text = path ? rg_read_file(path, NULL) : NULL, *want = command_text(s);
   bool ok = false;
+  char sum[65] = "", hex[65] = "";
   if (text && want) {
-    const char *body = strchr(text, '\n');
+    const char *body = marker_body(text, sum);
     sscanf(text, "seconds %lf", last_seconds);
-    ok = body && strcmp(body + 1, want) == 0 && rg_path_exists(s->output) && mtime_of(path) >= newer_than;
+    ok = body && strcmp(body, want) == 0 && rg_path_exists(s->output) && mtime_of(path) >= newer_than;
+  }
+  rg_error_clear();
+  if (ok && sum[0] && (rg_sha256_file(s->output, hex) < 0 || strcmp(hex, sum) != 0)) {
+    if (hex[0])
+      rg_error_set("%s: sha256 %.12s... differs from %.12s... in %s: the file changed after stage %s wrote it "
+                   "(remove %s to run the stage again)",
+                   s->output, hex, sum, path, s->name, path);
+    *damaged = true;
+    ok = false;
   }
   free(path);
   free(text);
   free(want);
-  rg_error_clear();
   return ok;
 }
 
 static int write_marker(const plan *p, const stage *s, double seconds) {
   char *path = marker_path(p, s), *cmd = command_text(s);
-  char *text = cmd ? malloc(strlen(cmd) + 64) : NULL;
+  char *text = cmd ? malloc(strlen(cmd) + 160) : NULL, hex[65] = "";
   int rc = path && text ? 0 : rg_error_set("out of memory");
+  /* the output's digest, checked before a later run trusts it */
+  if (rc == 0 && !rg_is_dir(s->output)) rc = rg_sha256_file(s->output, hex);
   if (rc == 0) {
-    sprintf(text, "seconds %.1f\n%s", seconds, cmd);
+    int n = sprintf(text, "seconds %.1f\n", seconds);
+    if (hex[0]) n += sprintf(text + n, "sha256 %s\n", hex);
+    strcpy(text + n, cmd);
     rc = rg_write_file_atomic(path, text, strlen(text));
   }
   free(path);
@@ -407,10 +440,20 @@ static void log_line(FILE *log, const char *stage_name, const char *what) {
   fflush(log);
 }
 
+/* How a child ended, from spawn_refgeo's code: "exit 2", "killed by
+ * signal 9 (Killed)". */
+static void describe_end(int code, char *out, size_t len) {
+  if (code >= 256) snprintf(out, len, "killed by signal %d (%s)", code - 256, strsignal(code - 256));
+  else snprintf(out, len, "exit %d", code);
+}
+
 /* Runs refgeo ARGV (this binary) and waits. ERR_PATH: stderr into that file
- * (the flag check reads it back); OUT_PATH: stdout into that file. Returns
- * the exit code, 128 + N for a signal, or -1 with the error set. */
-static int spawn_refgeo(char *const *argv, const char *out_path, const char *err_path) {
+ * (the flag check reads it back); OUT_PATH: stdout into that file. The
+ * child dies with this process (REFGEO_STAGE_PARENT, cli.h) and holds the
+ * run directory's lock with it (LOCK_FD >= 0: the lock file names both
+ * while it runs). Returns the exit code, 256 + N for signal N, or -1 with
+ * the error set. */
+static int spawn_refgeo(char *const *argv, const char *out_path, const char *err_path, int lock_fd) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (out_path) posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -420,15 +463,25 @@ static int spawn_refgeo(char *const *argv, const char *out_path, const char *err
   int n = 0;
   while (argv[n]) args[n + 1] = argv[n], n++;
   args[n + 1] = NULL;
+  char parent[24];
+  snprintf(parent, sizeof parent, "%ld", (long)getpid());
+  if (setenv("REFGEO_STAGE_PARENT", parent, 1) != 0) return rg_error_set("out of memory");
   pid_t pid;
   fflush(NULL);
   int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, args, environ);
   posix_spawn_file_actions_destroy(&fa);
+  unsetenv("REFGEO_STAGE_PARENT");
   if (rc != 0) return rg_error_set("cannot start refgeo %s: %s", argv[0], strerror(rc));
+  if (lock_fd >= 0) {
+    char holder[96];
+    snprintf(holder, sizeof holder, "%ld (refgeo run; its stage %s is pid %ld)\n", (long)getpid(), argv[0], (long)pid);
+    rg_run_lock_note(lock_fd, holder);
+  }
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return rg_error_set("waiting for refgeo %s: %s", argv[0], strerror(errno));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (lock_fd >= 0) rg_run_lock_claim(lock_fd);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
 }
 
 /* Every stage's flags, checked by its own command: the first that does not
@@ -442,13 +495,20 @@ static int check_flags(const plan *p, const char *tmp_dir) {
   int rc = 0;
   for (int i = 0; i < p->n && rc == 0; i++) {
     const stage *s = &p->stages[i];
-    int code = spawn_refgeo(s->argv, "/dev/null", err_path);
+    int code = spawn_refgeo(s->argv, "/dev/null", err_path, -1);
     if (code == 0) continue;
     char *msg = code > 0 ? rg_read_file(err_path, NULL) : NULL;
     const char *text = msg ? msg : "";
     const char *colon = strstr(text, ": "); /* drop "refgeo CMD: " */
     if (colon && strncmp(text, "refgeo ", 7) == 0) text = colon + 2;
     size_t len = strcspn(text, "\n");
+    char ended[160];
+    if (code > 0 && len == 0) { /* it died before it could say why */
+      char how[96];
+      describe_end(code, how, sizeof how);
+      snprintf(ended, sizeof ended, "refgeo %s %s while checking its flags, with no message", s->argv[0], how);
+      text = ended, len = strlen(ended);
+    }
     rc = code < 0 ? -1
                   : rg_error_set("%s [%s]: %.*s", p->cfg.path, s->keys ? s->keys->name : s->name, (int)len, text);
     free(msg);
@@ -488,7 +548,12 @@ static int run_stages(const plan *p, bool dry_run) {
   for (int i = 0; i < p->n && rc == 0; i++) {
     const stage *s = &p->stages[i];
     double last;
-    bool fresh = up_to_date(p, i, newer_than, &last);
+    bool damaged;
+    bool fresh = up_to_date(p, i, newer_than, &last, &damaged);
+    if (damaged) {
+      rc = -1;
+      break;
+    }
     if (dry_run) {
       if (fresh) printf("%-12s up to date (took %.0f s)\n", s->name, last);
       else if (last >= 0) printf("%-12s to run (last run took %.0f s)\n", s->name, last);
@@ -514,12 +579,13 @@ static int run_stages(const plan *p, bool dry_run) {
     free(config_ini);
     argv[argc] = NULL;
     double t0 = rg_now_seconds();
-    int code = spawn_refgeo(argv, s->stdout_path, NULL);
+    int code = spawn_refgeo(argv, s->stdout_path, NULL, p->lock_fd);
     double seconds = rg_now_seconds() - t0;
     if (code < 0 || (code != 0 && !(code == 1 && s->ok_exit_1))) {
       log_line(log, s->name, "failed");
-      rc = code < 0 ? -1
-                    : rg_error_set("stage %s failed (exit %d); rerun the same command to continue", s->name, code);
+      char how[96];
+      describe_end(code, how, sizeof how);
+      rc = code < 0 ? -1 : rg_error_set("stage %s failed (%s); rerun the same command to continue", s->name, how);
       break;
     }
     if (write_marker(p, s, seconds) < 0) rc = -1;
@@ -576,7 +642,7 @@ int cmd_run(int argc, char **argv) {
     cli_list_free(&sets);
     return rc > 0 ? 0 : cli_fail();
   }
-  plan p = {0};
+  plan p = {.lock_fd = -1};
   rc = run_config_read(&p.cfg, pos[0]);
   for (int i = 0; rc == 0 && i < sets.n; i++) rc = run_config_override(&p.cfg, sets.items[i]);
   cli_list_free(&sets);
@@ -585,6 +651,10 @@ int cmd_run(int argc, char **argv) {
   if (rc == 0) rc = check_flags(&p, tmp && *tmp ? tmp : "/tmp"); /* before anything is written */
   char *stages_dir = rc == 0 && !dry_run ? in_run(&p, "stages") : NULL;
   if (rc == 0 && !dry_run) rc = stages_dir ? rg_mkdir_p(stages_dir) : rg_error_set("out of memory");
+  /* one writer of the run directory: this process and its stages; then
+   * the temp files of killed writers go (the stages' own folders too) */
+  if (rc == 0 && !dry_run && ((p.lock_fd = rg_run_lock(p.run_dir)) < 0 || rg_run_lock_share(p.lock_fd) < 0)) rc = -1;
+  if (rc == 0 && !dry_run) rc = rg_remove_stale_temps(p.run_dir, 2, NULL);
   if (rc == 0 && !dry_run) rc = write_resolved(&p);
   if (rc == 0) rc = run_stages(&p, dry_run);
   free(stages_dir);

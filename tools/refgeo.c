@@ -32,6 +32,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  cli_die_with_parent();
   cli_runtime_env(argv);
   if (argc < 2) {
     usage(stderr);

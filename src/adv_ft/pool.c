@@ -26,19 +26,57 @@ void rg_pool_pick(uint64_t *rng, int *items, int n, int k) {
   }
 }
 
-/* Fills E with behavior B, a random target and a fresh "! ! ..." suffix. */
-static int fill_entry(rg_pool_entry *e, const rg_model *m, const rg_r2d2_data *d, int b, uint64_t *rng) {
-  const int marks = SUFFIX_MARKS_MIN + rg_pool_draw(rng, SUFFIX_MARKS_MAX - SUFFIX_MARKS_MIN + 1);
+/* The tokens of the initial suffix of MARKS marks (malloc'd into *ids). */
+static int suffix_tokens(const rg_model *m, int marks, int32_t **ids, int *n) {
   char text[2 * SUFFIX_MARKS_MAX];
   for (int i = 0; i < marks; i++) memcpy(text + 2 * i, "! ", 2);
   text[2 * marks - 1] = '\0';
-  int32_t *ids = NULL;
-  int n = 0;
-  if (rg_test_case_tokens(m, text, &ids, &n) < 0) return -1;
-  if (n < 1) {
-    free(ids);
+  if (rg_test_case_tokens(m, text, ids, n) < 0) return -1;
+  if (*n < 1) {
+    free(*ids);
+    *ids = NULL;
     return rg_error_set("pool: the initial suffix \"%s\" has no tokens", text);
   }
+  return 0;
+}
+
+int rg_pool_check_lengths(const rg_model *m, const rg_test_case_frame *f, const rg_r2d2_data *d, const char *refusal,
+                          int max_case_tokens) {
+  int32_t *longest = NULL;
+  int n_longest = 0, rc = 0;
+  for (int marks = SUFFIX_MARKS_MIN; rc == 0 && marks <= SUFFIX_MARKS_MAX; marks++) {
+    int32_t *ids = NULL;
+    int n = 0;
+    rc = suffix_tokens(m, marks, &ids, &n);
+    if (rc == 0 && n > n_longest) free(longest), longest = ids, n_longest = n;
+    else free(ids);
+  }
+  for (int i = 0; rc == 0 && i < d->n_init; i++) {
+    const rg_r2d2_behavior *b = &d->items[d->init[i]];
+    for (int k = 0; rc == 0 && k <= b->n_targets; k++) { /* the away targets, then the toward one */
+      const bool toward = k == b->n_targets;
+      rg_test_case_seq q;
+      if (rg_test_case_build(m, f, b->behavior, longest, n_longest, toward ? refusal : b->targets[k], toward, &q) < 0) {
+        rc = -1;
+        break;
+      }
+      if (q.n > max_case_tokens)
+        rc = rg_error_set("behavior %s: %d tokens with a %d-token suffix and its %s target %d, over max_case_tokens %d "
+                          "(raise it, or leave the behavior out)",
+                          b->id, q.n, n_longest, toward ? "toward" : "away", toward ? 0 : k + 1, max_case_tokens);
+      rg_test_case_seq_free(&q);
+    }
+  }
+  free(longest);
+  return rc;
+}
+
+/* Fills E with behavior B, a random target and a fresh "! ! ..." suffix. */
+static int fill_entry(rg_pool_entry *e, const rg_model *m, const rg_r2d2_data *d, int b, uint64_t *rng) {
+  const int marks = SUFFIX_MARKS_MIN + rg_pool_draw(rng, SUFFIX_MARKS_MAX - SUFFIX_MARKS_MIN + 1);
+  int32_t *ids = NULL;
+  int n = 0;
+  if (suffix_tokens(m, marks, &ids, &n) < 0) return -1;
   free(e->suffix);
   *e = (rg_pool_entry){.behavior = b, .target = rg_pool_draw(rng, d->items[b].n_targets), .suffix = ids,
                        .n_suffix = n, .loss = NAN};

@@ -30,6 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "adv_ft/r2d2_data.h"
+#include "adv_ft/test_case.h"
 #include "model/model.h"
 
 typedef struct {
@@ -53,6 +54,15 @@ void rg_pool_free(rg_pool *p);
 
 /* Re-initializes max(1, floor(fraction * n)) distinct random entries (none
  * when fraction <= 0). Returns the number reset, or -1 with the error set. */
+/* Whether every test case the pool can draw fits MAX_CASE_TOKENS: each
+ * eligible behavior with each of its away targets, and with the toward
+ * target REFUSAL (and EOS), in frame F with the longest initial suffix
+ * (GCG swaps suffix tokens but keeps their count, so a case never grows).
+ * Returns 0, or -1 with one line naming the behavior, its length and the
+ * cap. */
+int rg_pool_check_lengths(const rg_model *m, const rg_test_case_frame *f, const rg_r2d2_data *d, const char *refusal,
+                          int max_case_tokens);
+
 int rg_pool_reset(rg_pool *p, const rg_model *m, double fraction, uint64_t *rng);
 
 /* The pool as JSON ([{"behavior_id", "target", "suffix": [ids], "loss"}]),

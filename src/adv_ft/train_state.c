@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "util/fault.h"
 #include "util/fileio.h"
 #include "util/json.h"
+#include "util/manifest.h"
+#include "util/sha256.h"
 
 static char *state_path(const char *run_dir, long step, const char *suffix) {
   char name[64];
@@ -45,12 +48,54 @@ static int write_floats(const char *path, const rg_weights *w, const rg_optimize
   return rc;
 }
 
-static int write_meta(const char *path, const cJSON *meta) {
+/* The sha256 of a file just written, read back on a thread of its own
+ * (from the page cache) while the caller writes the next file and waits
+ * for the disk (fsync): the digest of a gigabyte state costs about a second
+ * of CPU (bench/integrity_cost.sh), which this takes off the save's path.
+ * Without a thread the digest is computed on the spot. */
+typedef struct {
+  const char *path;
+  char hex[65];
+  int rc;
+  char msg[512]; /* the thread's error (errors are per thread) */
+  pthread_t thread;
+  bool started;
+} hash_job;
+
+static void *hash_run(void *arg) {
+  hash_job *j = arg;
+  j->rc = rg_sha256_file(j->path, j->hex);
+  if (j->rc < 0) snprintf(j->msg, sizeof j->msg, "%s", rg_error_get());
+  return NULL;
+}
+
+static void hash_start(hash_job *j, const char *path) {
+  j->path = path;
+  j->started = pthread_create(&j->thread, NULL, hash_run, j) == 0;
+  if (!j->started) hash_run(j);
+}
+
+/* Waits for J (if it was started); 0, or -1 with its error set unless
+ * FAILED (the caller's error, set earlier, stands). */
+static int hash_finish(hash_job *j, bool failed) {
+  if (!j->path) return 0;
+  if (j->started) pthread_join(j->thread, NULL);
+  j->started = false;
+  return j->rc == 0 ? 0 : failed ? -1 : rg_error_set("%s", j->msg);
+}
+
+static int write_meta(const char *path, const cJSON *meta, char hex[65]) {
   char *text = cJSON_Print(meta);
   if (!text) return rg_error_set("%s: out of memory", path);
   FILE *fp = fopen(path, "wb");
   int rc = fp && fputs(text, fp) >= 0 ? 0 : rg_error_set("%s: %s", path, strerror(errno));
   if (fp && fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  rg_sha256 sum;
+  uint8_t d[32];
+  rg_sha256_init(&sum);
+  rg_sha256_update(&sum, text, strlen(text));
+  rg_sha256_final(&sum, d);
+  rg_sha256_hex(d, hex);
   free(text);
   return rc;
 }
@@ -58,23 +103,75 @@ static int write_meta(const char *path, const cJSON *meta) {
 /* fsyncs the regular file PATH (a rename onto itself is a no-op). */
 static int sync_file(const char *path) { return rg_fsync_rename(path, path); }
 
-/* Removes every state/step-* folder other than KEEP. */
-static int remove_older(const char *run_dir, const char *keep_name) {
+/* Retires the folder state/NAME: renamed aside to NAME.old (in one step, so
+ * a kill never leaves a half-deleted state under a state's name), then
+ * deleted. A NAME.old left by an interrupted retirement goes first. */
+static int retire(const char *state_dir, const char *name) {
+  char old_name[300];
+  snprintf(old_name, sizeof old_name, "%s.old", name);
+  char *from = rg_path_join(state_dir, name), *old = rg_path_join(state_dir, old_name);
+  int rc = from && old ? 0 : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_remove_flat_dir(old);
+  if (rc == 0 && rename(from, old) != 0) rc = rg_error_set("%s: cannot rename to %s: %s", from, old, strerror(errno));
+  if (rc == 0) rc = rg_sync_dir(state_dir);
+  rg_fault_point("state-retire"); /* tests: a kill with a state renamed aside, not yet deleted */
+  if (rc == 0) rc = rg_remove_flat_dir(old);
+  free(from), free(old);
+  return rc;
+}
+
+/* A "step-<digits>" name: *step gets the number. */
+static bool is_state_name(const char *name, long *step) {
+  char *end;
+  if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9') return false;
+  *step = strtol(name + 5, &end, 10);
+  return *end == '\0';
+}
+
+static bool has_suffix(const char *name, const char *suffix) {
+  const size_t n = strlen(name), k = strlen(suffix);
+  return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+int rg_train_state_tidy(const char *run_dir, long keep) {
   char *dir = rg_path_join(run_dir, "state");
-  DIR *d = dir ? opendir(dir) : NULL;
+  if (!dir) return rg_error_set("out of memory");
+  DIR *d = opendir(dir);
   if (!d) {
+    const int rc = errno == ENOENT ? 0 : rg_error_set("%s: cannot list: %s", dir, strerror(errno));
     free(dir);
-    return rg_error_set("%s/state: cannot list", run_dir);
+    return rc;
   }
-  int rc = 0;
+  /* names first: retiring renames entries of the folder being listed */
+  int rc = 0, n = 0, cap = 0;
+  char **names = NULL;
   struct dirent *e;
   while (rc == 0 && (e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, "step-", 5) != 0 || strcmp(e->d_name, keep_name) == 0) continue;
-    char *p = rg_path_join(dir, e->d_name);
-    rc = p ? rg_remove_flat_dir(p) : rg_error_set("out of memory");
-    free(p);
+    long step;
+    const bool state = is_state_name(e->d_name, &step) && step != keep;
+    const bool left = strncmp(e->d_name, "step-", 5) == 0 && (has_suffix(e->d_name, ".tmp") || has_suffix(e->d_name, ".old"));
+    if (!state && !left) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **grown = realloc(names, (size_t)cap * sizeof *grown);
+      if (!grown) rc = rg_error_set("out of memory");
+      else names = grown;
+    }
+    if (rc == 0 && !(names[n++] = strdup(e->d_name))) rc = rg_error_set("out of memory");
   }
   closedir(d);
+  for (int i = 0; i < n; i++) {
+    long step;
+    if (rc == 0 && is_state_name(names[i], &step)) {
+      rc = retire(dir, names[i]);
+    } else if (rc == 0) { /* a state never finished, or one whose retirement was cut short */
+      char *p = rg_path_join(dir, names[i]);
+      rc = p ? rg_remove_flat_dir(p) : rg_error_set("out of memory");
+      free(p);
+    }
+    free(names[i]);
+  }
+  free(names);
   free(dir);
   return rc;
 }
@@ -82,24 +179,41 @@ static int remove_older(const char *run_dir, const char *keep_name) {
 int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, const rg_optimizer *o, const cJSON *meta) {
   char *tmp = state_path(run_dir, step, ".tmp"), *final = state_path(run_dir, step, "");
   char *params = tmp ? rg_path_join(tmp, "params.f32") : NULL, *moments = tmp ? rg_path_join(tmp, "moments.f32") : NULL;
-  char *meta_path = tmp ? rg_path_join(tmp, "meta.json") : NULL;
-  int rc = tmp && final && params && moments && meta_path ? 0 : rg_error_set("out of memory");
+  char *meta_path = tmp ? rg_path_join(tmp, "meta.json") : NULL, *sums_path = tmp ? rg_path_join(tmp, RG_MANIFEST_NAME) : NULL;
+  char *state_dir = rg_path_join(run_dir, "state");
+  int rc = tmp && final && params && moments && meta_path && sums_path && state_dir ? 0 : rg_error_set("out of memory");
+  char meta_hex[65];
+  hash_job sum_params = {0}, sum_moments = {0};
+  rg_manifest sums = {0};
   if (rc == 0) rc = rg_remove_flat_dir(tmp);
   if (rc == 0) rc = rg_mkdir_p(tmp);
   if (rc == 0) rc = write_floats(params, w, o, false);
+  if (rc == 0) hash_start(&sum_params, params);
   rg_fault_point("state-write"); /* tests: a kill between a state's files */
   if (rc == 0) rc = write_floats(moments, w, o, true);
-  if (rc == 0) rc = write_meta(meta_path, meta);
-  if (rc == 0) rc = sync_file(params) || sync_file(moments) || sync_file(meta_path) || rg_sync_dir(tmp) ? -1 : 0;
+  if (rc == 0) hash_start(&sum_moments, moments);
+  if (rc == 0) rc = write_meta(meta_path, meta, meta_hex);
+  if (rc == 0) rc = sync_file(params) || sync_file(moments) || sync_file(meta_path) ? -1 : 0;
+  /* both joined on every path; the first error is the one reported */
+  if (hash_finish(&sum_params, rc < 0) < 0) rc = -1;
+  if (hash_finish(&sum_moments, rc < 0) < 0) rc = -1;
+  /* the checksums last: a state's manifest lists files already on disk */
+  if (rc == 0)
+    rc = rg_manifest_set(&sums, "params.f32", sum_params.hex) || rg_manifest_set(&sums, "moments.f32", sum_moments.hex) ||
+                 rg_manifest_set(&sums, "meta.json", meta_hex)
+             ? -1
+             : 0;
+  if (rc == 0) rc = rg_manifest_write(&sums, sums_path);
+  rg_manifest_free(&sums);
+  if (rc == 0) rc = rg_sync_dir(tmp);
   /* a state of this step left by a killed run that had got past the
    * rename is replaced: it holds the same step, recomputed */
-  if (rc == 0) rc = rg_remove_flat_dir(final);
+  if (rc == 0 && rg_is_dir(final)) rc = retire(state_dir, strrchr(final, '/') + 1);
   if (rc == 0 && rename(tmp, final) != 0) rc = rg_error_set("%s: rename failed: %s", final, strerror(errno));
-  char *state_dir = rc == 0 ? rg_path_join(run_dir, "state") : NULL;
-  if (rc == 0) rc = state_dir ? rg_sync_dir(state_dir) : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_sync_dir(state_dir);
   rg_fault_point("state-rename"); /* tests: a kill with two complete states */
-  if (rc == 0) rc = remove_older(run_dir, strrchr(final, '/') + 1);
-  free(state_dir), free(tmp), free(final), free(params), free(moments), free(meta_path);
+  if (rc == 0) rc = rg_train_state_tidy(run_dir, step);
+  free(state_dir), free(tmp), free(final), free(params), free(moments), free(meta_path), free(sums_path);
   return rc < 0 ? rg_error_prefix("saving the training state") : 0;
 }
 
@@ -111,17 +225,17 @@ long rg_train_state_latest(const char *run_dir) {
   long best = -1;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    char *end;
-    if (strncmp(e->d_name, "step-", 5) != 0) continue;
-    long s = strtol(e->d_name + 5, &end, 10);
-    if (end != e->d_name + 5 && *end == '\0' && s > best) best = s;
+    long s;
+    if (is_state_name(e->d_name, &s) && s > best) best = s;
   }
   closedir(d);
   return best;
 }
 
-/* Reads the parameters or moments from PATH into W or O. */
-static int read_floats(const char *path, rg_weights *w, rg_optimizer *o, bool moments) {
+/* Reads the parameters or moments from PATH into W or O, checking their
+ * digest against SUMS. */
+static int read_floats(const char *path, rg_weights *w, rg_optimizer *o, bool moments, const rg_manifest *sums,
+                       const char *sums_path) {
   FILE *fp = fopen(path, "rb");
   if (!fp) return rg_error_set("%s: %s", path, strerror(errno));
   size_t want = 0;
@@ -134,26 +248,59 @@ static int read_floats(const char *path, rg_weights *w, rg_optimizer *o, bool mo
   const size_t most = largest_param(w);
   float *a = rc == 0 ? malloc(most * sizeof *a) : NULL, *b = rc == 0 && moments ? malloc(most * sizeof *b) : NULL;
   if (rc == 0 && (!a || (moments && !b))) rc = rg_error_set("%s: out of memory", path);
+  rg_sha256 sum;
+  rg_sha256_init(&sum);
+  /* the values go in as they are read; a digest that differs fails the
+   * load, and the caller discards the half-restored run */
   for (int i = 0; rc == 0 && i < rg_weights_count(w); i++) {
     const size_t n = param_len(w, i);
     if (fread(a, sizeof *a, n, fp) != n || (moments && fread(b, sizeof *b, n, fp) != n))
       rc = rg_error_set("%s: short read", path);
+    if (rc == 0) rg_sha256_update(&sum, a, n * sizeof *a);
+    if (rc == 0 && moments) rg_sha256_update(&sum, b, n * sizeof *b);
     if (rc == 0) rc = moments ? rg_optimizer_set_moments(o, i, a, b) : rg_weights_upload(w, i, a);
   }
   free(a), free(b);
   fclose(fp);
-  return rc;
+  if (rc < 0) return -1;
+  uint8_t d[32];
+  char hex[65];
+  rg_sha256_final(&sum, d);
+  rg_sha256_hex(d, hex);
+  return rg_manifest_check_hex(sums, sums_path, path, moments ? "moments.f32" : "params.f32", hex);
+}
+
+static cJSON *read_meta(const char *path, const rg_manifest *sums, const char *sums_path) {
+  size_t len = 0;
+  char *text = rg_read_file(path, &len);
+  if (!text) return NULL;
+  rg_sha256 sum;
+  uint8_t d[32];
+  char hex[65];
+  rg_sha256_init(&sum);
+  rg_sha256_update(&sum, text, len);
+  rg_sha256_final(&sum, d);
+  rg_sha256_hex(d, hex);
+  cJSON *root = rg_manifest_check_hex(sums, sums_path, path, "meta.json", hex) == 0 ? rg_json_parse_named(text, len, path) : NULL;
+  free(text);
+  return root;
 }
 
 int rg_train_state_load(const char *run_dir, long step, rg_weights *w, rg_optimizer *o, cJSON **meta) {
   char *dir = state_path(run_dir, step, "");
   char *params = dir ? rg_path_join(dir, "params.f32") : NULL, *moments = dir ? rg_path_join(dir, "moments.f32") : NULL;
-  char *meta_path = dir ? rg_path_join(dir, "meta.json") : NULL;
-  int rc = dir && params && moments && meta_path ? 0 : rg_error_set("out of memory");
+  char *meta_path = dir ? rg_path_join(dir, "meta.json") : NULL, *sums_path = dir ? rg_path_join(dir, RG_MANIFEST_NAME) : NULL;
+  int rc = dir && params && moments && meta_path && sums_path ? 0 : rg_error_set("out of memory");
   *meta = NULL;
-  if (rc == 0) rc = read_floats(params, w, o, false);
-  if (rc == 0) rc = read_floats(moments, w, o, true);
-  if (rc == 0 && !(*meta = rg_json_read_file(meta_path))) rc = -1;
-  free(dir), free(params), free(moments), free(meta_path);
+  rg_manifest sums = {0};
+  if (rc == 0 && !rg_path_exists(sums_path))
+    rc = rg_error_set("%s: missing: the state's checksums are gone (a state of a refgeo before them, or damaged)",
+                      sums_path);
+  if (rc == 0) rc = rg_manifest_read(&sums, sums_path, true);
+  if (rc == 0) rc = read_floats(params, w, o, false, &sums, sums_path);
+  if (rc == 0) rc = read_floats(moments, w, o, true, &sums, sums_path);
+  if (rc == 0 && !(*meta = read_meta(meta_path, &sums, sums_path))) rc = -1;
+  rg_manifest_free(&sums);
+  free(dir), free(params), free(moments), free(meta_path), free(sums_path);
   return rc;
 }

@@ -7,11 +7,17 @@
  *   moments.f32   per parameter, AdamW's m then v, float32, concatenated;
  *   meta.json     {"step": S, "optimizer_steps", "rng": "<u64 hex>",
  *                  "utility_cursor", "pool": [...] (pool.h), "log": [[...]]
- *                  (the train_log.csv rows so far)}.
+ *                  (the train_log.csv rows so far, each value a string in
+ *                  %.17g, which round-trips every double)};
+ *   SHA256SUMS    the sha256 of the three, written after them
+ *                 (util/manifest.h); a load checks each file against it
+ *                 and refuses one that differs, naming the file.
  * It is written as step-<S>.tmp/ (a stale one is removed first), fsync'd,
- * and renamed to step-<S>/; only then are older step-* folders removed. So
- * a kill at any moment leaves at least one complete state (or none before
- * the first), and .tmp folders are never read.
+ * and renamed to step-<S>/; only then are older step-* folders retired:
+ * each is renamed to step-<K>.old/ in one step and then deleted. So a kill
+ * at any moment leaves at least one complete state (or none before the
+ * first) and never a half-deleted one under a state's name; .tmp and .old
+ * folders are never read, and rg_train_state_tidy removes them.
  *
  * Ownership: the functions borrow what they are given; *meta from
  * rg_train_state_load is the caller's.
@@ -32,9 +38,15 @@ int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, con
  * none. */
 long rg_train_state_latest(const char *run_dir);
 
+/* Retires every state/step-* folder but step-KEEP (the state just written
+ * or resumed from; -1 when there is none) and removes the step-*.tmp and
+ * step-*.old folders of interrupted saves and retirements. Returns 0 or -1
+ * with the error set. */
+int rg_train_state_tidy(const char *run_dir, long keep);
+
 /* Loads state STEP into W and O and *meta (a new tree). The files must have
- * exactly the sizes W's parameters need. Returns 0 or -1 with the error set
- * naming the file. */
+ * exactly the sizes W's parameters need and the digests in the state's
+ * SHA256SUMS. Returns 0 or -1 with the error set naming the file. */
 int rg_train_state_load(const char *run_dir, long step, rg_weights *w, rg_optimizer *o, cJSON **meta);
 
 #endif

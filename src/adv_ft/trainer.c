@@ -1,6 +1,7 @@
 /* trainer.c: R2D2 adversarial fine-tuning on refgeo's engine (trainer.h). */
 #include "adv_ft/trainer.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -32,7 +33,10 @@
 #include "util/progress.h"
 #include "util/fileio.h"
 #include "util/json.h"
+#include "util/manifest.h"
 #include "util/rng.h"
+#include "util/run_lock.h"
+#include "util/sha256.h"
 
 /* train_log.csv's columns (docs/csv-formats.md). */
 enum {
@@ -76,6 +80,7 @@ struct rg_trainer {
   rg_comm *world_dev, *sp_dev;
   int group, n_groups; /* this rank's sequence-parallel group, and how many there are */
   bool writer;       /* this process writes the run dir (rank 0) */
+  int lock_fd;       /* the writer's lock of the run dir (util/run_lock.h); -1: none */
   char recompute_note[256]; /* recompute = auto: what it chose and why (printed when the run starts) */
   rg_grads *g;
   rg_optimizer *opt;
@@ -197,6 +202,49 @@ static int open_optimizer(rg_trainer *t) {
   return (t->opt = rg_optimizer_new(t->w, t->g, &h)) ? 0 : -1;
 }
 
+/* ------------------------------------------------------ run manifest */
+
+/* RUN/SHA256SUMS lists the run's files that a later start or stage reads
+ * back: utility.jsonl and every file of each checkpoint-N/. The trainer's
+ * states carry their own (train_state.h). */
+static char *manifest_path(const rg_trainer *t) { return rg_path_join(t->run_dir, RG_MANIFEST_NAME); }
+
+/* Adds the digests of the run dir's files NAMES[0..N) to RUN/SHA256SUMS. */
+static int manifest_add(const rg_trainer *t, char *const *names, int n) {
+  char *path = manifest_path(t);
+  rg_manifest m;
+  int rc = path ? rg_manifest_read(&m, path, false) : rg_error_set("out of memory");
+  for (int i = 0; rc == 0 && i < n; i++) {
+    char *file = rg_path_join(t->run_dir, names[i]), hex[65];
+    rc = file ? rg_sha256_file(file, hex) : rg_error_set("out of memory");
+    if (rc == 0) rc = rg_manifest_set(&m, names[i], hex);
+    free(file);
+  }
+  if (rc == 0) rc = rg_manifest_write(&m, path);
+  rg_manifest_free(&m);
+  free(path);
+  return rc;
+}
+
+/* The run's utility.jsonl, when a start left one: checked against
+ * RUN/SHA256SUMS. One that is not listed was written by a start killed
+ * before it listed it: removed, to be generated again (the same replies:
+ * the base model, greedy). Returns 0, or -1 with the error set. */
+static int check_utility_cache(const rg_trainer *t, const char *cache) {
+  if (!rg_path_exists(cache)) return 0;
+  char *path = manifest_path(t);
+  rg_manifest m;
+  int rc = path ? rg_manifest_read(&m, path, false) : rg_error_set("out of memory");
+  if (rc == 0 && !rg_manifest_get(&m, "utility.jsonl")) {
+    if (remove(cache) != 0) rc = rg_error_set("%s: cannot remove: %s", cache, strerror(errno));
+  } else if (rc == 0) {
+    rc = rg_manifest_check(&m, path, t->run_dir, "utility.jsonl");
+  }
+  rg_manifest_free(&m);
+  free(path);
+  return rc;
+}
+
 static int open_utility(rg_trainer *t) {
   const rg_train_config *c = &t->cfg;
   if (c->utility_per_step == 0) return 0;
@@ -211,6 +259,11 @@ static int open_utility(rg_trainer *t) {
      * it is there (a resume) and otherwise keep theirs in a temporary file */
     char *cache = rg_path_join(t->run_dir, "utility.jsonl"), own[64] = "";
     if (!cache) return rg_error_set("out of memory");
+    if (t->writer && check_utility_cache(t, cache) < 0) {
+      free(cache);
+      return -1;
+    }
+    const bool generated = t->writer && !rg_path_exists(cache);
     if (!t->writer && !rg_path_exists(cache)) {
       const char *tmp = getenv("TMPDIR");
       free(cache);
@@ -227,6 +280,8 @@ static int open_utility(rg_trainer *t) {
     t->utility = rg_utility_from_completions(t->w, &t->tmpl, &go, NULL);
     if (own[0]) remove(cache);
     free(cache);
+    char *const listed[] = {"utility.jsonl"};
+    if (t->utility && generated && manifest_add(t, listed, 1) < 0) return -1;
   } else {
     t->utility = rg_utility_from_jsonl(t->m, &t->tmpl, c->utility, max_len, labels);
   }
@@ -258,23 +313,51 @@ static int write_config(const rg_trainer *t) {
   return rc;
 }
 
+/* Removes what killed writers of the run dir left: their temp files
+ * (rg_atomic_open's NAME.tmp.<pid>, of dead pids) and half-written
+ * checkpoint-N.tmp/ folders. Called with the run dir's lock held. */
+static int remove_leftovers(const rg_trainer *t) {
+  int rc = rg_remove_stale_temps(t->run_dir, 1, NULL);
+  DIR *d = rc == 0 ? opendir(t->run_dir) : NULL;
+  if (rc == 0 && !d) return rg_error_set("%s: %s", t->run_dir, strerror(errno));
+  struct dirent *e;
+  while (rc == 0 && d && (e = readdir(d)) != NULL) {
+    const size_t n = strlen(e->d_name);
+    if (strncmp(e->d_name, "checkpoint-", 11) != 0 || n < 5 || strcmp(e->d_name + n - 4, ".tmp") != 0) continue;
+    char *p = rg_path_join(t->run_dir, e->d_name);
+    rc = p ? rg_remove_flat_dir(p) : rg_error_set("out of memory");
+    free(p);
+  }
+  if (d) closedir(d);
+  return rc;
+}
+
 /* A new run dir must not hold a run (its config.ini, written once the run
- * has opened); a resumed one must hold this run. */
+ * has opened); a resumed one must hold this run. Either way the run dir's
+ * lock is taken first (one writer at a time), and what killed writers left
+ * is removed. */
 static int check_run_dir(rg_trainer *t, bool resume) {
   char *cfg_path = rg_path_join(t->run_dir, "config.ini");
   char *cache = rg_path_join(t->run_dir, "utility.jsonl");
-  int rc = cfg_path && cache ? 0 : rg_error_set("out of memory");
+  char *sums = manifest_path(t);
+  int rc = cfg_path && cache && sums ? 0 : rg_error_set("out of memory");
   if (rc == 0 && !resume) {
     if (rg_path_exists(cfg_path))
       rc = rg_error_set("%s: already holds a run (--resume continues it)", t->run_dir);
     else if (rg_mkdir_p(t->run_dir) < 0)
       rc = -1;
-    else if (rg_path_exists(cache) && remove(cache) != 0) /* left by a start that failed, maybe of another config */
-      rc = rg_error_set("%s: cannot remove: %s", cache, strerror(errno));
+    else if ((t->lock_fd = rg_run_lock(t->run_dir)) < 0 || remove_leftovers(t) < 0)
+      rc = -1;
+    /* left by a start that failed, maybe of another config */
+    else if ((rg_path_exists(cache) && remove(cache) != 0) || (rg_path_exists(sums) && remove(sums) != 0))
+      rc = rg_error_set("%s: cannot remove: %s", rg_path_exists(cache) ? cache : sums, strerror(errno));
   } else if (rc == 0) {
     rg_train_config saved;
     rc = rg_train_config_init(&saved, "");
     if (rc == 0 && !rg_path_exists(cfg_path)) rc = rg_error_set("%s: no run to resume (no config.ini)", t->run_dir);
+    if (rc == 0 && ((t->lock_fd = rg_run_lock(t->run_dir)) < 0 || remove_leftovers(t) < 0)) rc = -1;
+    /* config.ini needs no digest: every key of it is compared with this
+     * run's, and damage that still parses shows as a key that differs */
     if (rc == 0) rc = rg_train_config_read(&saved, cfg_path);
     if (rc == 0) rc = rg_train_config_check(&saved);
     const char *diff = rc == 0 ? rg_train_config_diff(&saved, &t->cfg) : NULL;
@@ -283,6 +366,7 @@ static int check_run_dir(rg_trainer *t, bool resume) {
   }
   free(cfg_path);
   free(cache);
+  free(sums);
   return rc;
 }
 
@@ -302,7 +386,19 @@ static cJSON *meta_json(const rg_trainer *t) {
   cJSON_AddStringToObject(o, "rng", rng);
   cJSON_AddNumberToObject(o, "utility_cursor", (double)t->utility_cursor);
   cJSON_AddItemToObject(o, "pool", pool);
-  for (long i = 0; i < t->n_log; i++) cJSON_AddItemToArray(log, cJSON_CreateDoubleArray(t->log[i].v, N_LOG_COLUMNS));
+  /* each value as a %.17g string, which strtod reads back to the same
+   * double: the rows of train_log.csv before a resume come out byte for
+   * byte (cJSON's own numbers keep 15 digits where they compare equal
+   * within a relative epsilon) */
+  for (long i = 0; i < t->n_log; i++) {
+    cJSON *row = cJSON_CreateArray();
+    for (int k = 0; row && k < N_LOG_COLUMNS; k++) {
+      char v[32];
+      snprintf(v, sizeof v, "%.17g", t->log[i].v[k]);
+      cJSON_AddItemToArray(row, cJSON_CreateString(v));
+    }
+    cJSON_AddItemToArray(log, row);
+  }
   cJSON_AddItemToObject(o, "log", log);
   return o;
 }
@@ -342,7 +438,10 @@ static int restore_meta(rg_trainer *t, const cJSON *meta, const char *what) {
     if (cJSON_GetArraySize(row) != N_LOG_COLUMNS) return rg_error_set("%s: a log row without %d values", what, N_LOG_COLUMNS);
     for (int k = 0; k < N_LOG_COLUMNS; k++) {
       const cJSON *v = cJSON_GetArrayItem(row, k);
-      r.v[k] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+      char *stop = NULL;
+      r.v[k] = cJSON_IsString(v) ? strtod(v->valuestring, &stop) : NAN;
+      if (!cJSON_IsString(v) || stop == v->valuestring || *stop)
+        return rg_error_set("%s: log value %d is not a number in a string", what, k);
     }
     if (push_log(t, &r) < 0) return -1;
   }
@@ -384,18 +483,67 @@ static bool is_save_step(const rg_trainer *t, long step) {
   return false;
 }
 
+/* The names "checkpoint-N/FILE" of the files in the run's checkpoint-N/
+ * into NAMES[*N] (each malloc'd). */
+static int checkpoint_files(const rg_trainer *t, const char *ck_name, char ***names, int *n) {
+  char *dir = rg_path_join(t->run_dir, ck_name);
+  DIR *d = dir ? opendir(dir) : NULL;
+  *names = NULL, *n = 0;
+  int rc = d ? 0 : rg_error_set("%s: %s", dir ? dir : ck_name, dir ? strerror(errno) : "out of memory");
+  struct dirent *e;
+  int cap = 0;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **grown = realloc(*names, (size_t)cap * sizeof *grown);
+      if (!grown) {
+        rc = rg_error_set("out of memory");
+        break;
+      }
+      *names = grown;
+    }
+    char *name = malloc(strlen(ck_name) + strlen(e->d_name) + 2);
+    if (!name) rc = rg_error_set("out of memory");
+    else sprintf(name, "%s/%s", ck_name, e->d_name), (*names)[(*n)++] = name;
+  }
+  if (d) closedir(d);
+  free(dir);
+  return rc;
+}
+
 /* The checkpoint of the current step, unless it is there already (a run
- * resumed from the state of a save step, killed after writing it). */
+ * resumed from the state of a save step, killed after writing it), and
+ * the digests of its files in RUN/SHA256SUMS (also for one written by a
+ * run killed before it listed them). */
 static int write_checkpoint(rg_trainer *t) {
   char name[48];
   snprintf(name, sizeof name, "checkpoint-%ld", t->step);
-  char *dir = rg_path_join(t->run_dir, name);
-  if (!dir) return rg_error_set("out of memory");
+  char *dir = rg_path_join(t->run_dir, name), *sums = manifest_path(t);
+  if (!dir || !sums) {
+    free(dir), free(sums);
+    return rg_error_set("out of memory");
+  }
   const bool done = rg_is_dir(dir);
   free(dir);
-  if (done) return 0;
+  rg_manifest m;
+  int rc = rg_manifest_read(&m, sums, false);
+  char model[96];
+  snprintf(model, sizeof model, "%s/model.safetensors", name);
+  const bool listed = rc == 0 && rg_manifest_get(&m, model);
+  rg_manifest_free(&m);
+  free(sums);
+  if (rc < 0 || (done && listed)) return rc;
   const rg_hf_write_opts o = {.dtype = strcmp(t->cfg.checkpoint_dtype, "f32") == 0 ? RG_HF_F32 : RG_HF_BF16};
-  return rg_hf_write_checkpoint(t->w, t->run_dir, t->step, &o);
+  if (!done && rg_hf_write_checkpoint(t->w, t->run_dir, t->step, &o) < 0) return -1;
+  rg_fault_point("checkpoint-listed"); /* tests: a kill with a checkpoint in place, not yet in SHA256SUMS */
+  char **names;
+  int n;
+  rc = checkpoint_files(t, name, &names, &n);
+  if (rc == 0) rc = manifest_add(t, names, n);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- plan */
@@ -409,6 +557,7 @@ static int plan_policy(const rg_train_config *cfg, int r, rg_train_plan *plan) {
   t->cfg = *cfg;
   t->cfg.recompute = r;
   t->plan = plan;
+  t->lock_fd = -1;
   int rc = t->cfg.sp > 1 && !(t->sp = rg_comm_plan(t->cfg.sp)) ? -1 : 0;
   if (rc == 0 && !(t->m = rg_train_plan_model(plan, t->cfg.model))) rc = -1;
   if (rc == 0) rc = open_weights(t);
@@ -549,6 +698,7 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   t->cfg = *cfg;
   memset(cfg, 0, sizeof *cfg);
   t->utility_epoch = -1;
+  t->lock_fd = -1;
   t->rng = rg_mix64((uint64_t)t->cfg.seed);
   const char *tmpl_name = t->cfg.chat_template[0] ? t->cfg.chat_template : NULL;
   int rc = open_ranks(t);
@@ -564,6 +714,10 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   if (rc == 0) rc = rg_prompt_frame(&t->tmpl, &t->before, &t->after);
   t->frame = (rg_test_case_frame){.before = t->before, .after = t->after, .add_bos = rc == 0 && rg_prompt_wants_bos(&t->tmpl)};
   if (rc == 0) rc = load_data(t);
+  /* every test case a pool can draw fits max_case_tokens, or the run
+   * stops here and not at the reset that first draws a long one */
+  if (rc == 0)
+    rc = rg_pool_check_lengths(t->m, &t->frame, t->data, t->cfg.refusal_target, t->cfg.max_case_tokens);
   if (rc == 0) rc = open_weights(t);
   if (rc == 0) rc = open_device_comms(t);
   /* the utility replies come from the base model, before any update */
@@ -577,9 +731,12 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
     rc = rg_train_state_load(t->run_dir, latest, t->w, t->opt, &meta);
     if (rc == 0) rc = restore_meta(t, meta, "state meta.json");
     cJSON_Delete(meta);
+    /* an interrupted save or retirement finished, also when no update is left */
+    if (rc == 0 && t->writer) rc = rg_train_state_tidy(t->run_dir, latest);
   } else if (rc == 0) {
     /* a fresh run, or a resumed one killed before its first state */
     rc = rg_pool_init(&t->pool, t->m, t->data, t->cfg.pool_size, &t->rng);
+    if (rc == 0 && t->writer) rc = rg_train_state_tidy(t->run_dir, -1);
   }
   if (rc == 0 && !resume && t->writer) rc = write_config(t);
   if (rc < 0) {
@@ -615,6 +772,7 @@ void rg_trainer_free(rg_trainer *t) {
   rg_comm_free(t->sp);
   rg_comm_free(t->dp);
   rg_comm_free(t->world);
+  if (t->lock_fd >= 0) rg_run_unlock(t->lock_fd);
   free(t);
 }
 

@@ -10,6 +10,7 @@
 #include "util/csv_table.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/manifest.h"
 
 /* While a series is built each entry remembers where it came from ("line 4",
  * "checkpoint-50", "the base model"), so a duplicate step can name both places. */
@@ -110,6 +111,39 @@ done:
   return s;
 }
 
+/* With DIR/SHA256SUMS (a run refgeo train wrote): every file of each
+ * checkpoint found is checked against it; a checkpoint none of whose files
+ * is listed is refused too (its writer was killed before listing it, and
+ * `refgeo train --resume` lists it). Without one (another trainer's run):
+ * nothing to check. */
+static int check_sums(const char *dir, const builder *b) {
+  char *sums_path = rg_path_join(dir, RG_MANIFEST_NAME);
+  if (!sums_path) return rg_error_set("out of memory");
+  rg_manifest m;
+  int rc = rg_manifest_read(&m, sums_path, false);
+  if (rc == 0 && !rg_path_exists(sums_path)) {
+    free(sums_path);
+    return 0;
+  }
+  for (int i = 0; rc == 0 && i < b->n; i++) {
+    if (strncmp(b->e[i].origin, "checkpoint-", 11) != 0) continue; /* the base model */
+    const size_t k = strlen(b->e[i].origin);
+    int listed = 0;
+    for (int j = 0; rc == 0 && j < m.n; j++) {
+      if (strncmp(m.e[j].name, b->e[i].origin, k) != 0 || m.e[j].name[k] != '/') continue;
+      listed++;
+      rc = rg_manifest_check(&m, sums_path, dir, m.e[j].name);
+    }
+    if (rc == 0 && listed == 0)
+      rc = rg_error_set("%s/%s: not listed in %s (its writer was killed before listing it; refgeo train --resume "
+                        "lists it)",
+                        dir, b->e[i].origin, sums_path);
+  }
+  rg_manifest_free(&m);
+  free(sums_path);
+  return rc;
+}
+
 rg_checkpoint_series *rg_checkpoints_from_run_dir(const char *dir, const char *base) {
   builder b = {.source = dir};
   DIR *d = opendir(dir);
@@ -122,6 +156,10 @@ rg_checkpoint_series *rg_checkpoints_from_run_dir(const char *dir, const char *b
   struct dirent *de;
   while (rc == 0 && (de = readdir(d)) != NULL) {
     if (strncmp(de->d_name, prefix, sizeof prefix - 1) != 0) continue;
+    /* a checkpoint a killed writer left half written (checkpoint-N.tmp;
+     * and rg_atomic_open's NAME.tmp.<pid>) is not part of the run */
+    const size_t len = strlen(de->d_name);
+    if ((len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0) || strstr(de->d_name, ".tmp.")) continue;
     long step;
     if (parse_step(de->d_name + sizeof prefix - 1, &step) != 0) {
       rc = rg_error_set("%s: %s: step is not a non-negative integer", dir, de->d_name);
@@ -139,6 +177,7 @@ rg_checkpoint_series *rg_checkpoints_from_run_dir(const char *dir, const char *b
     rc = builder_add(&b, step, path, de->d_name);
   }
   closedir(d);
+  if (rc == 0) rc = check_sums(dir, &b);
   if (rc != 0) {
     builder_release(&b);
     return NULL;

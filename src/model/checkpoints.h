@@ -6,8 +6,13 @@
  *   a directory   a fine-tuning run as the Hugging Face Trainer writes it:
  *                 subdirectories "checkpoint-<step>" (decimal digits), each a
  *                 HF model directory (must hold config.json). Other entries
- *                 are ignored. Step 0 is BASE (the model fine-tuning started
- *                 from) or a "checkpoint-0" directory, not both.
+ *                 are ignored, among them "checkpoint-<step>.tmp" folders
+ *                 that a killed writer left. With a DIR/SHA256SUMS (a run
+ *                 of refgeo train; util/manifest.h) every file it lists of
+ *                 each checkpoint is checked against its sha256, and a
+ *                 checkpoint it does not list is refused. Step 0 is BASE
+ *                 (the model fine-tuning started from) or a "checkpoint-0"
+ *                 directory, not both.
  *   a file        a manifest CSV with the header "step,path" and one row per
  *                 checkpoint; path is a GGUF file or HF directory, relative
  *                 to the manifest's directory unless absolute. BASE, if given,
@@ -15,7 +20,7 @@
  * Steps are non-negative decimal integers; the series is sorted by step
  * numerically and must start at step 0 (every drift is measured against it).
  * Errors (one line, naming the file and, for manifests, the line): a
- * non-integer step, a duplicate step, a path that does not exist, no step 0,
+ * checkpoint file whose sha256 differs, a non-integer step, a duplicate step, a path that does not exist, no step 0,
  * no checkpoints.
  *
  * Ownership: the series owns its paths; rg_checkpoints_free releases them.

@@ -4,6 +4,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/fault.h"
 
 char *rg_read_file(const char *path, size_t *len_out) {
   FILE *fp = fopen(path, "rb");
@@ -216,11 +220,65 @@ int rg_remove_flat_dir(const char *dir) {
   while (rc == 0 && (e = readdir(d)) != NULL) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     char *p = rg_path_join(dir, e->d_name);
+    rg_fault_point("remove-file"); /* tests: a kill with a folder half deleted */
     if (!p || unlink(p) != 0) rc = rg_error_set("%s: cannot remove: %s", p ? p : dir, p ? strerror(errno) : "out of memory");
     free(p);
   }
   closedir(d);
   if (rc == 0 && rmdir(dir) != 0) rc = rg_error_set("%s: cannot remove: %s", dir, strerror(errno));
+  return rc;
+}
+
+/* The writer's pid of a temp name "NAME.tmp.<pid>", or -1. */
+static long temp_owner(const char *name) {
+  const char *dot = strrchr(name, '.');
+  if (!dot || dot - name < 5 || strncmp(dot - 4, ".tmp", 4) != 0 || !dot[1]) return -1;
+  for (const char *q = dot + 1; *q; q++)
+    if (*q < '0' || *q > '9') return -1;
+  return strtol(dot + 1, NULL, 10);
+}
+
+/* Whether process PID has ended: none exists, or only its zombie (its files
+ * closed, its exit not yet collected by its parent). */
+static bool process_ended(long pid) {
+  if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+  char path[64], text[256] = "";
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return false;
+  const size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  const char *paren = strrchr(text, ')'); /* "PID (COMM) STATE ..." */
+  return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+int rg_remove_stale_temps(const char *dir, int depth, int *n_removed) {
+  DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT || errno == ENOTDIR ? 0 : rg_error_set("%s: %s", dir, strerror(errno));
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char *p = rg_path_join(dir, e->d_name);
+    if (!p) {
+      rc = rg_error_set("out of memory");
+      break;
+    }
+    struct stat st;
+    const long pid = temp_owner(e->d_name);
+    if (lstat(p, &st) != 0) {
+      /* gone meanwhile */
+    } else if (S_ISDIR(st.st_mode)) {
+      if (depth > 0) rc = rg_remove_stale_temps(p, depth - 1, n_removed);
+    } else if (S_ISREG(st.st_mode) && pid > 0 && pid != (long)getpid() && process_ended(pid)) {
+      /* its writer is dead: a kill between the temp file and its rename */
+      if (unlink(p) != 0 && errno != ENOENT) rc = rg_error_set("%s: cannot remove: %s", p, strerror(errno));
+      else if (n_removed) (*n_removed)++;
+    }
+    free(p);
+  }
+  closedir(d);
   return rc;
 }
 

@@ -58,6 +58,13 @@ int rg_mkdir_p(const char *path);
 /* Removes DIR and the files in it (not subfolders); an absent DIR is no
  * error. Returns 0 or -1 with the error set. */
 int rg_remove_flat_dir(const char *dir);
+/* Removes the temp files "NAME.tmp.<pid>" (rg_atomic_open's) in DIR, and
+ * in its subfolders down to DEPTH levels, whose writer is dead: no process
+ * <pid> exists, or only its zombie. A live pid's file is kept (it may be another writer's, or a
+ * reused pid: only a dead one proves the file stale). Only a folder's
+ * single writer should call this (util/run_lock.h). *N_REMOVED (may be
+ * NULL) is increased by the count. Returns 0 or -1 with the error set. */
+int rg_remove_stale_temps(const char *dir, int depth, int *n_removed);
 /* fsync of a directory, so that the renames in it survive a power loss.
  * Returns 0 or -1 with the error set. */
 int rg_sync_dir(const char *dir);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/sha256_x86.h"
 
 /* The first 32 bits of the fractional parts of the cube roots of the first
  * 64 primes (FIPS 180-4 §4.2.2). */
@@ -41,6 +42,24 @@ static void compress(uint32_t h[8], const uint8_t *p) {
   h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+static void compress_portable(uint32_t h[8], const uint8_t *p, size_t n_blocks, const uint32_t k[64]) {
+  (void)k;
+  for (; n_blocks > 0; n_blocks--, p += 64) compress(h, p);
+}
+
+typedef void (*blocks_fn)(uint32_t h[8], const uint8_t *p, size_t n_blocks, const uint32_t k[64]);
+
+/* The x86 SHA extensions where the CPU has them; REFGEO_SHA256_PORTABLE=1
+ * forces the C loop (tests compare the two). */
+static blocks_fn pick_blocks(void) {
+  static blocks_fn fn;
+  if (!fn) {
+    const char *force = getenv("REFGEO_SHA256_PORTABLE");
+    fn = !(force && strcmp(force, "1") == 0) && rg_sha256_x86_available() ? rg_sha256_x86_blocks : compress_portable;
+  }
+  return fn;
+}
+
 void rg_sha256_init(rg_sha256 *s) {
   /* fractional parts of the square roots of the first 8 primes (§5.3.3) */
   static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -55,14 +74,15 @@ void rg_sha256_update(rg_sha256 *s, const void *data, size_t len) {
   s->n_bytes += len;
   while (len > 0) {
     if (s->n_block == 0 && len >= 64) { /* whole blocks straight from the input */
-      compress(s->h, p);
-      p += 64, len -= 64;
+      const size_t n = len / 64;
+      pick_blocks()(s->h, p, n, K);
+      p += 64 * n, len -= 64 * n;
       continue;
     }
     size_t take = 64 - s->n_block < len ? 64 - s->n_block : len;
     memcpy(s->block + s->n_block, p, take);
     s->n_block += take, p += take, len -= take;
-    if (s->n_block == 64) compress(s->h, s->block), s->n_block = 0;
+    if (s->n_block == 64) pick_blocks()(s->h, s->block, 1, K), s->n_block = 0;
   }
 }
 
@@ -99,6 +119,12 @@ int rg_sha256_file(const char *path, char hex[65]) {
   if (failed) return rg_error_set("%s: read error", path);
   uint8_t d[32];
   rg_sha256_final(&s, d);
-  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  rg_sha256_hex(d, hex);
   return 0;
+}
+
+void rg_sha256_hex(const uint8_t digest[32], char hex[65]) {
+  static const char DIGITS[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) hex[2 * i] = DIGITS[digest[i] >> 4], hex[2 * i + 1] = DIGITS[digest[i] & 15];
+  hex[64] = '\0';
 }

@@ -22,6 +22,9 @@ void rg_sha256_update(rg_sha256 *s, const void *data, size_t len);
 /* Writes the 32-byte digest. S must be initialised again before reuse. */
 void rg_sha256_final(rg_sha256 *s, uint8_t digest[32]);
 
+/* DIGEST as 64 lowercase hex digits and a NUL. */
+void rg_sha256_hex(const uint8_t digest[32], char hex[65]);
+
 /* The digest of the file at PATH as 64 lowercase hex digits and a NUL into
  * HEX. Returns 0, or -1 with the error set ("PATH: <strerror>"). */
 int rg_sha256_file(const char *path, char hex[65]);
