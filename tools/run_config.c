@@ -37,8 +37,11 @@ static int known_section(const char *name) {
   return is_asr_variant(name);
 }
 
-/* VALUE resolved against DIR when DIR/VALUE exists, else a copy. */
+/* VALUE with a leading "~/" read as $HOME/ (as the trainer's config reads
+ * it), else resolved against DIR when DIR/VALUE exists, else a copy. */
 static char *resolve(const char *dir, const char *value) {
+  const char *home = getenv("HOME");
+  if (value[0] == '~' && value[1] == '/' && home && home[0]) return rg_path_join(home, value + 2);
   if (value[0] && value[0] != '/' && dir) {
     char *joined = rg_path_join(dir, value), abs[PATH_MAX];
     if (joined && rg_path_exists(joined) && realpath(joined, abs)) {

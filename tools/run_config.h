@@ -12,8 +12,9 @@
  *   [asr] [asr NAME] ...
  *              one `refgeo asr` each (outputs RUN/asr, RUN/asr-NAME).
  * A value naming a file or folder that exists relative to the INI file's
- * folder is resolved against it (`harmbench/x.csv` beside data/demo.ini);
- * any other value is kept as written. "{out}" in a stage's value stands for
+ * folder is resolved against it (`harmbench/x.csv` beside data/demo.ini),
+ * "~/" at the start of a value is $HOME/; any other value is kept as
+ * written. "{out}" in a stage's value stands for
  * the run directory, so a stage can name an earlier stage's output:
  * `ablate = {out}/geometry/directions.h5:step=0`.
  *
