@@ -417,6 +417,20 @@ static void test_planted_no_refusal(void **state) {
   assert_string_equal(verdict_of(&r), "undetermined");
   assert_non_null(strstr(cJSON_GetObjectItem(r.verdict, "reason")->valuestring, "no refusal to carry"));
   series_free(&r);
+  /* a step without refusal before a scored one: the transfer pass has one
+   * direction to score, the scored step's in its own model (it once
+   * ablated the unscored step's missing direction and crashed) */
+  r = run_series("none-late", g_none, g_late, NULL);
+  assert_string_equal(cell(r.mig, 0, "status"), "no refusal to carry");
+  assert_string_equal(cell(r.mig, 1, "status"), "carrier");
+  char *tpath = rg_path_join(r.out, "transfer.csv");
+  rg_csv *t = rg_csv_read(tpath);
+  assert_non_null(t);
+  assert_int_equal(t->n_rows, 1);
+  assert_string_equal(cell(t, 0, "from_step"), cell(t, 0, "to_step"));
+  rg_csv_free(t);
+  free(tpath);
+  series_free(&r);
 }
 
 /* ---------------------------------------------------------------- the parts */

@@ -194,6 +194,7 @@ static int alloc_state(run_state *st) {
       !st->vsteps || !st->sens || !st->pareto || !st->probes || !st->ends || !st->transfer || !st->best0 ||
       !st->dirs_f32 || !st->dir_steps)
     return rg_error_set("geometry: out of memory");
+  for (int i = 0; i < n_steps; i++) st->ends[i].layer = -1; /* no direction until a step is scored */
   return 0;
 }
 
