@@ -84,13 +84,15 @@ int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, con
   char *params = tmp ? rg_path_join(tmp, "params.f32") : NULL, *moments = tmp ? rg_path_join(tmp, "moments.f32") : NULL;
   char *meta_path = tmp ? rg_path_join(tmp, "meta.json") : NULL;
   int rc = tmp && final && params && moments && meta_path ? 0 : rg_error_set("out of memory");
-  if (rc == 0) rc = rg_remove_flat_dir(tmp);
-  if (rc == 0) rc = rg_mkdir_p(tmp);
+  const bool sharded = rg_optimizer_zero(o) != NULL; /* the folder is rg_train_state_begin's, with the shards */
+  if (rc == 0 && !sharded) rc = rg_remove_flat_dir(tmp);
+  if (rc == 0 && !sharded) rc = rg_mkdir_p(tmp);
   if (rc == 0) rc = write_floats(params, w, o, false);
   rg_fault_point("state-write"); /* tests: a kill between a state's files */
-  if (rc == 0) rc = write_floats(moments, w, o, true);
+  if (rc == 0 && !sharded) rc = write_floats(moments, w, o, true);
   if (rc == 0) rc = write_meta(meta_path, meta);
-  if (rc == 0) rc = sync_file(params) || sync_file(moments) || sync_file(meta_path) || rg_sync_dir(tmp) ? -1 : 0;
+  if (rc == 0)
+    rc = sync_file(params) || (!sharded && sync_file(moments)) || sync_file(meta_path) || rg_sync_dir(tmp) ? -1 : 0;
   /* a state of this step left by a killed run that had got past the
    * rename is replaced: it holds the same step, recomputed */
   if (rc == 0) rc = rg_remove_flat_dir(final);
@@ -101,6 +103,98 @@ int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, con
   if (rc == 0) rc = remove_older(run_dir, strrchr(final, '/') + 1);
   free(state_dir), free(tmp), free(final), free(params), free(moments), free(meta_path);
   return rc < 0 ? rg_error_prefix("saving the training state") : 0;
+}
+
+int rg_train_state_begin(const char *run_dir, long step) {
+  char *tmp = state_path(run_dir, step, ".tmp");
+  int rc = tmp ? 0 : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_remove_flat_dir(tmp);
+  if (rc == 0) rc = rg_mkdir_p(tmp);
+  free(tmp);
+  return rc < 0 ? rg_error_prefix("saving the training state") : 0;
+}
+
+enum { SHARD_HEADER = 48 };
+static const char SHARD_MAGIC[8] = "RGZERO1";
+
+static char *shard_path(const char *run_dir, long step, const char *suffix, int rank, int ranks) {
+  char name[96];
+  snprintf(name, sizeof name, "state/step-%ld%s/zero-%d-of-%d.f32", step, suffix, rank, ranks);
+  return rg_path_join(run_dir, name);
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+int rg_train_state_save_shard(const char *run_dir, long step, const rg_optimizer *o, uint64_t run_id) {
+  const rg_zero *z = rg_optimizer_zero(o);
+  if (!z) return rg_error_set("saving a ZeRO shard: the optimizer is not sharded");
+  const size_t n = rg_zero_shard_floats(z);
+  char *path = shard_path(run_dir, step, ".tmp", rg_zero_rank(z), rg_zero_ranks(z));
+  float *m = malloc((n ? n : 1) * sizeof *m), *v = malloc((n ? n : 1) * sizeof *v);
+  int rc = path && m && v ? 0 : rg_error_set("saving a ZeRO shard: out of memory");
+  if (rc == 0) rc = rg_optimizer_get_shard(o, m, v);
+  FILE *fp = rc == 0 ? fopen(path, "wb") : NULL;
+  if (rc == 0 && !fp) rc = rg_error_set("%s: %s", path, strerror(errno));
+  unsigned char head[SHARD_HEADER] = {0};
+  memcpy(head, SHARD_MAGIC, 8);
+  put_u32(head + 8, (uint32_t)rg_zero_ranks(z));
+  put_u32(head + 12, (uint32_t)rg_zero_rank(z));
+  put_u64(head + 16, (uint64_t)step);
+  put_u64(head + 24, run_id);
+  put_u64(head + 32, (uint64_t)n);
+  if (rc == 0 && (fwrite(head, 1, sizeof head, fp) != sizeof head || fwrite(m, sizeof *m, n, fp) != n ||
+                  fwrite(v, sizeof *v, n, fp) != n))
+    rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  if (fp && fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  if (rc == 0) rc = sync_file(path);
+  free(path), free(m), free(v);
+  return rc;
+}
+
+int rg_train_state_load_shard(const char *run_dir, long step, rg_optimizer *o, uint64_t run_id) {
+  const rg_zero *z = rg_optimizer_zero(o);
+  if (!z) return rg_error_set("reading a ZeRO shard: the optimizer is not sharded");
+  const size_t n = rg_zero_shard_floats(z);
+  char *path = shard_path(run_dir, step, "", rg_zero_rank(z), rg_zero_ranks(z));
+  if (!path) return rg_error_set("out of memory");
+  FILE *fp = fopen(path, "rb");
+  int rc = fp ? 0 : rg_error_set("%s: %s", path, strerror(errno));
+  unsigned char head[SHARD_HEADER];
+  if (rc == 0 && (fread(head, 1, sizeof head, fp) != sizeof head || memcmp(head, SHARD_MAGIC, 8) != 0))
+    rc = rg_error_set("%s: not a refgeo ZeRO shard file", path);
+  if (rc == 0 && (get_u32(head + 8) != (uint32_t)rg_zero_ranks(z) || get_u32(head + 12) != (uint32_t)rg_zero_rank(z)))
+    rc = rg_error_set("%s: holds the shard of rank %u of %u, not of rank %d of %d", path, get_u32(head + 12),
+                      get_u32(head + 8), rg_zero_rank(z), rg_zero_ranks(z));
+  if (rc == 0 && (get_u64(head + 24) != run_id || get_u64(head + 16) != (uint64_t)step))
+    rc = rg_error_set("%s: from another run or step (run %016llx step %lld; this state: run %016llx step %ld)", path,
+                      (unsigned long long)get_u64(head + 24), (long long)get_u64(head + 16),
+                      (unsigned long long)run_id, step);
+  if (rc == 0 && get_u64(head + 32) != (uint64_t)n)
+    rc = rg_error_set("%s: a shard of %llu floats, but this run's is %zu (a state of another model or mode?)", path,
+                      (unsigned long long)get_u64(head + 32), n);
+  float *m = rc == 0 ? malloc((n ? n : 1) * sizeof *m) : NULL, *v = rc == 0 ? malloc((n ? n : 1) * sizeof *v) : NULL;
+  if (rc == 0 && (!m || !v)) rc = rg_error_set("%s: out of memory", path);
+  if (rc == 0 && (fread(m, sizeof *m, n, fp) != n || fread(v, sizeof *v, n, fp) != n || fgetc(fp) != EOF))
+    rc = rg_error_set("%s: not %zu floats of m and v each (cut short or too long)", path, n);
+  if (rc == 0) rc = rg_optimizer_set_shard(o, m, v);
+  if (fp) fclose(fp);
+  free(path), free(m), free(v);
+  return rc;
 }
 
 long rg_train_state_latest(const char *run_dir) {
@@ -152,7 +246,7 @@ int rg_train_state_load(const char *run_dir, long step, rg_weights *w, rg_optimi
   int rc = dir && params && moments && meta_path ? 0 : rg_error_set("out of memory");
   *meta = NULL;
   if (rc == 0) rc = read_floats(params, w, o, false);
-  if (rc == 0) rc = read_floats(moments, w, o, true);
+  if (rc == 0 && !rg_optimizer_zero(o)) rc = read_floats(moments, w, o, true); /* else: rg_train_state_load_shard */
   if (rc == 0 && !(*meta = rg_json_read_file(meta_path))) rc = -1;
   free(dir), free(params), free(moments), free(meta_path);
   return rc;
