@@ -582,6 +582,41 @@ int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_
   return rc;
 }
 
+void rg_trainer_plan_compare(const rg_train_config *cfg, const rg_train_plan *device, char *note, size_t note_len) {
+  const double gib = 1024.0 * 1024 * 1024;
+  const int ranks = device->ranks > cfg->sp ? device->ranks : cfg->sp, groups = ranks / cfg->sp;
+  size_t at = 0;
+  note[0] = '\0';
+  at += (size_t)snprintf(note + at, note_len - at, "per rank on %s, %s mode unless LoRA:\n", device->device, cfg->mode);
+  for (int k = 0; k < 4 && at < note_len; k++) {
+    rg_train_config c = *cfg; /* borrowed strings: plan_policy leaves them */
+    rg_train_plan p = *device;
+    char line[160], skip[32] = "";
+    if (k < 3) {
+      c.zero = k;
+      snprintf(line, sizeof line, "zero %d, %d ranks (%d data-parallel groups)", k, ranks, groups);
+      if (k > 0 && groups < 2) snprintf(skip, sizeof skip, "needs 2 groups or more");
+    } else {
+      c.zero = 0;
+      c.mode = (char *)"lora"; /* borrowed, as the config's own strings are */
+      c.sp = 1;
+      p.ranks = 1;
+      snprintf(line, sizeof line, "LoRA (rank %d, %s), one rank", cfg->lora_rank, cfg->lora_targets);
+    }
+    char why[256] = "";
+    int rc = skip[0] ? -1 : c.recompute < 0 ? resolve_recompute(&c, &p, why, sizeof why) : plan_policy(&c, c.recompute, &p);
+    const double need = (double)p.total, left = p.capacity - need;
+    if (skip[0])
+      at += (size_t)snprintf(note + at, note_len - at, "  %-52s %s\n", line, skip);
+    else if (rc < 0)
+      at += (size_t)snprintf(note + at, note_len - at, "  %-52s %s\n", line, rg_error_get());
+    else
+      at += (size_t)snprintf(note + at, note_len - at, "  %-52s %8.2f GiB  %s %.2f GiB\n", line, need / gib,
+                             left >= 0 ? "fits, margin" : "does not fit, short by", left >= 0 ? left / gib : -left / gib);
+    rg_error_clear();
+  }
+}
+
 /* ---------------------------------------------------------------- open */
 
 /* Under mpirun: the world, its sequence-parallel and data-parallel groups
