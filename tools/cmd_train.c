@@ -43,7 +43,7 @@ static int usage(void) {
   printf("  --plan\tprint the run's memory plan and whether it fits --device; train nothing\n");
   printf("  --device VALUE\tthe device to train on (cpu, the default; cuda[:N], hip[:N] in a GPU build); with --plan:\n"
          "\t\tcpu (this machine's RAM) or gpu:NG (a GPU of N GiB)\n");
-  printf("  --ranks VALUE\twith --plan: the ranks mpirun starts (-np), sp per group; ZeRO shards over the groups\n");
+  printf("  --ranks N\twith --plan: the ranks mpirun starts (-np), sp per group; ZeRO shards over the groups\n");
   printf("  --json\twith --plan: the plan as one JSON object\n");
   const char *section, *help, *kind, *name;
   for (int i = 0; (name = rg_train_config_key(i, &section, &help, NULL, &kind)) != NULL; i++) {

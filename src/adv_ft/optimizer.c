@@ -123,20 +123,25 @@ int rg_optimizer_set_moments(rg_optimizer *o, int i, const float *m, const float
 
 void rg_optimizer_set_steps(rg_optimizer *o, long steps) { o->steps = steps; }
 
-int rg_optimizer_get_shard(const rg_optimizer *o, float *m, float *v) {
-  rg_backend *be = rg_weights_backend(o->w);
+/* Whether [at, at + n) lies in this rank's shard. */
+static int shard_range(const rg_optimizer *o, size_t at, size_t n) {
   if (!o->zero) return rg_error_set("optimizer: no ZeRO shard");
-  const size_t n = rg_zero_shard_floats(o->zero);
-  return rg_buf_download(be, o->m[0], 0, m, n) < 0 || rg_buf_download(be, o->v[0], 0, v, n) < 0
+  const size_t all = rg_zero_shard_floats(o->zero);
+  return at <= all && n <= all - at ? 0 : rg_error_set("optimizer: floats %zu..%zu outside the shard's %zu", at, at + n, all);
+}
+
+int rg_optimizer_get_shard(const rg_optimizer *o, size_t at, size_t n, float *m, float *v) {
+  rg_backend *be = rg_weights_backend(o->w);
+  if (shard_range(o, at, n) < 0) return -1;
+  return (m && rg_buf_download(be, o->m[0], at, m, n) < 0) || (v && rg_buf_download(be, o->v[0], at, v, n) < 0)
              ? rg_error_prefix("optimizer: moments of this rank's ZeRO shard")
              : 0;
 }
 
-int rg_optimizer_set_shard(rg_optimizer *o, const float *m, const float *v) {
+int rg_optimizer_set_shard(rg_optimizer *o, size_t at, size_t n, const float *m, const float *v) {
   rg_backend *be = rg_weights_backend(o->w);
-  if (!o->zero) return rg_error_set("optimizer: no ZeRO shard");
-  const size_t n = rg_zero_shard_floats(o->zero);
-  rg_buf_upload(be, o->m[0], 0, m, n);
-  rg_buf_upload(be, o->v[0], 0, v, n);
+  if (shard_range(o, at, n) < 0) return -1;
+  if (m) rg_buf_upload(be, o->m[0], at, m, n);
+  if (v) rg_buf_upload(be, o->v[0], at, v, n);
   return rg_backend_status(be) < 0 ? rg_error_prefix("optimizer: moments of this rank's ZeRO shard") : 0;
 }

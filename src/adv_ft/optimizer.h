@@ -31,10 +31,11 @@ void rg_optimizer_free(rg_optimizer *o);
 rg_optimizer *rg_optimizer_new_zero(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h, rg_zero *z);
 /* The optimizer's ZeRO partition, or NULL. */
 rg_zero *rg_optimizer_zero(const rg_optimizer *o);
-/* With ZeRO: this rank's moments, m and v of rg_zero_shard_floats floats
- * each, downloaded or set. 0, or -1 with the error set. */
-int rg_optimizer_get_shard(const rg_optimizer *o, float *m, float *v);
-int rg_optimizer_set_shard(rg_optimizer *o, const float *m, const float *v);
+/* With ZeRO: floats [at, at + n) of this rank's moments (m and v of
+ * rg_zero_shard_floats floats each; a NULL one is skipped), downloaded or
+ * set. 0, or -1 with the error set. */
+int rg_optimizer_get_shard(const rg_optimizer *o, size_t at, size_t n, float *m, float *v);
+int rg_optimizer_set_shard(rg_optimizer *o, size_t at, size_t n, const float *m, const float *v);
 
 /* Clips the accumulated gradients to a global L2 norm of max_norm (<= 0:
  * no clipping), applies one AdamW update with learning rate lr, and writes

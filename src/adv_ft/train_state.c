@@ -115,6 +115,9 @@ int rg_train_state_begin(const char *run_dir, long step) {
 }
 
 enum { SHARD_HEADER = 48 };
+/* the floats a shard file is written and read in at a time: a host copy
+ * of a whole shard would add its size to a rank's peak (the plan's) */
+enum { SHARD_PIECE = 1 << 20 };
 static const char SHARD_MAGIC[8] = "RGZERO1";
 
 static char *shard_path(const char *run_dir, long step, const char *suffix, int rank, int ranks) {
@@ -145,9 +148,8 @@ int rg_train_state_save_shard(const char *run_dir, long step, const rg_optimizer
   if (!z) return rg_error_set("saving a ZeRO shard: the optimizer is not sharded");
   const size_t n = rg_zero_shard_floats(z);
   char *path = shard_path(run_dir, step, ".tmp", rg_zero_rank(z), rg_zero_ranks(z));
-  float *m = malloc((n ? n : 1) * sizeof *m), *v = malloc((n ? n : 1) * sizeof *v);
-  int rc = path && m && v ? 0 : rg_error_set("saving a ZeRO shard: out of memory");
-  if (rc == 0) rc = rg_optimizer_get_shard(o, m, v);
+  float *buf = malloc(SHARD_PIECE * sizeof *buf);
+  int rc = path && buf ? 0 : rg_error_set("saving a ZeRO shard: out of memory");
   FILE *fp = rc == 0 ? fopen(path, "wb") : NULL;
   if (rc == 0 && !fp) rc = rg_error_set("%s: %s", path, strerror(errno));
   unsigned char head[SHARD_HEADER] = {0};
@@ -157,12 +159,17 @@ int rg_train_state_save_shard(const char *run_dir, long step, const rg_optimizer
   put_u64(head + 16, (uint64_t)step);
   put_u64(head + 24, run_id);
   put_u64(head + 32, (uint64_t)n);
-  if (rc == 0 && (fwrite(head, 1, sizeof head, fp) != sizeof head || fwrite(m, sizeof *m, n, fp) != n ||
-                  fwrite(v, sizeof *v, n, fp) != n))
+  if (rc == 0 && fwrite(head, 1, sizeof head, fp) != sizeof head)
     rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  for (int which = 0; which < 2; which++) /* m, then v */
+    for (size_t at = 0; rc == 0 && at < n; at += SHARD_PIECE) {
+      const size_t k = n - at < SHARD_PIECE ? n - at : SHARD_PIECE;
+      rc = which == 0 ? rg_optimizer_get_shard(o, at, k, buf, NULL) : rg_optimizer_get_shard(o, at, k, NULL, buf);
+      if (rc == 0 && fwrite(buf, sizeof *buf, k, fp) != k) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+    }
   if (fp && fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
   if (rc == 0) rc = sync_file(path);
-  free(path), free(m), free(v);
+  free(path), free(buf);
   return rc;
 }
 
@@ -187,13 +194,20 @@ int rg_train_state_load_shard(const char *run_dir, long step, rg_optimizer *o, u
   if (rc == 0 && get_u64(head + 32) != (uint64_t)n)
     rc = rg_error_set("%s: a shard of %llu floats, but this run's is %zu (a state of another model or mode?)", path,
                       (unsigned long long)get_u64(head + 32), n);
-  float *m = rc == 0 ? malloc((n ? n : 1) * sizeof *m) : NULL, *v = rc == 0 ? malloc((n ? n : 1) * sizeof *v) : NULL;
-  if (rc == 0 && (!m || !v)) rc = rg_error_set("%s: out of memory", path);
-  if (rc == 0 && (fread(m, sizeof *m, n, fp) != n || fread(v, sizeof *v, n, fp) != n || fgetc(fp) != EOF))
-    rc = rg_error_set("%s: not %zu floats of m and v each (cut short or too long)", path, n);
-  if (rc == 0) rc = rg_optimizer_set_shard(o, m, v);
+  /* the size first, so that a short file sets nothing */
+  if (rc == 0 && (fseek(fp, 0, SEEK_END) != 0 || (size_t)ftell(fp) != SHARD_HEADER + 2 * n * sizeof(float)))
+    rc = rg_error_set("%s: not %zu floats of m and v each after its header (cut short or too long)", path, n);
+  if (rc == 0 && fseek(fp, SHARD_HEADER, SEEK_SET) != 0) rc = rg_error_set("%s: cannot seek", path);
+  float *buf = rc == 0 ? malloc(SHARD_PIECE * sizeof *buf) : NULL;
+  if (rc == 0 && !buf) rc = rg_error_set("%s: out of memory", path);
+  for (int which = 0; which < 2; which++)
+    for (size_t at = 0; rc == 0 && at < n; at += SHARD_PIECE) {
+      const size_t k = n - at < SHARD_PIECE ? n - at : SHARD_PIECE;
+      if (fread(buf, sizeof *buf, k, fp) != k) rc = rg_error_set("%s: short read", path);
+      if (rc == 0) rc = which == 0 ? rg_optimizer_set_shard(o, at, k, buf, NULL) : rg_optimizer_set_shard(o, at, k, NULL, buf);
+    }
   if (fp) fclose(fp);
-  free(path), free(m), free(v);
+  free(path), free(buf);
   return rc;
 }
 

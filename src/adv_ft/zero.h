@@ -8,9 +8,10 @@
  * RG_ZERO_BUCKET_FLOATS floats, a larger parameter spanning several. Each
  * bucket is a flat view of its floats, zero-padded to a multiple of the W
  * data-parallel ranks and cut into W equal shards: rank r owns floats
- * [r * s, (r + 1) * s) of every bucket (s = padded / W). DeepSpeed pads and
- * cuts one flat view per parameter group the same way
- * (flatten_dense_tensors_aligned, get_data_parallel_partitions); a view per
+ * [r * s, (r + 1) * s) of every bucket (s = padded / W). DeepSpeed pads
+ * one flat view per parameter group (to a multiple of 2 W:
+ * align_dense_tensors) and cuts it into W consecutive partitions
+ * (get_data_parallel_partitions, stage_1_and_2.py); a view per
  * bucket makes every gradient reduction and parameter gather one
  * equal-block collective (MPI_Reduce_scatter_block, ncclReduceScatter;
  * MPI_Allgather, ncclAllGather) and lets a block's gradient be reduced as
