@@ -7,10 +7,11 @@
 #
 #   bench/zero.sh BUILD_DIR [OUT_DIR]
 #
-# Runs (5 R2D2 updates of 4 micro-batches, threads 1 per rank): 2 ranks
-# with zero 0, 2, 1; 4 ranks with zero 0, 2, 1; 4 ranks as 2 groups of sp 2
-# with zero 0, 2; one process (W = 1, zero 0); 2 ranks with zero 0 and 2
-# again (the throughput pair twice, each back to back). The parameter comparison needs numpy (the reference
+# Runs (5 R2D2 updates, threads 1 per rank; PARTS picks among "runs
+# throughput compare"): runs: 4 micro-batches per update, 2 ranks with
+# zero 0, 2, 1; 4 ranks with zero 0, 2, 1; 4 ranks as 2 groups of sp 2 with
+# zero 0, 2; one process (W = 1, zero 0). throughput: 2 micro-batches per
+# update on 2 ranks, zero 0 then 2, twice. The parameter comparison needs numpy (the reference
 # venv's python, tools/reference/requirements.txt); the rest needs none.
 set -euo pipefail
 BUILD=${1:?usage: bench/zero.sh BUILD_DIR [OUT_DIR]}
@@ -93,17 +94,27 @@ print(f"{int((a != b).sum())} of {a.size} differ, relative L2 {np.linalg.norm(a 
 EOF
 }
 
-: > "$OUT/summary.txt"
+PARTS=${PARTS:-runs throughput compare}
+case " $PARTS " in *" runs "*) : > "$OUT/summary.txt" ;; esac
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/summary.txt"
-run w2_z0 2 ; run w2_z2 2 --zero 2 ; run w2_z1 2 --zero 1
-run w4_z0 4 ; run w4_z2 4 --zero 2 ; run w4_z1 4 --zero 1
-run sp2x2_z0 4 --sp 2 ; run sp2x2_z2 4 --sp 2 --zero 2
-run w1_z0 1
-run w2_z0b 2 ; run w2_z2b 2 --zero 2
-for r in w2_z1 w2_z2; do compare w2_z0 $r; done
-for r in w4_z1 w4_z2; do compare w4_z0 $r; done
-compare sp2x2_z0 sp2x2_z2
-{
+if [[ " $PARTS " == *" runs "* ]]; then
+  run w2_z0 2 ; run w2_z2 2 --zero 2 ; run w2_z1 2 --zero 1
+  run w4_z0 4 ; run w4_z2 4 --zero 2 ; run w4_z1 4 --zero 1
+  run sp2x2_z0 4 --sp 2 ; run sp2x2_z2 4 --sp 2 --zero 2
+  run w1_z0 1
+fi
+# throughput: one micro-batch per rank and update (grad_accum 2 on 2 ranks),
+# where the reduce-scatter and all-gather move the bytes of one all-reduce;
+# zero 0 and 2 alternated, twice
+if [[ " $PARTS " == *" throughput "* ]]; then
+  for i in 1 2; do run tp_z0_$i 2 --grad-accum 2; run tp_z2_$i 2 --grad-accum 2 --zero 2; done
+  run tp_z1 2 --grad-accum 2 --zero 1
+fi
+if [[ " $PARTS " == *" compare "* ]]; then
+  for r in w2_z1 w2_z2; do compare w2_z0 $r; done
+  for r in w4_z1 w4_z2; do compare w4_z0 $r; done
+  compare sp2x2_z0 sp2x2_z2
+  compare tp_z0_1 tp_z2_1
   echo "plan per rank (MiB): W1 z0 $(plan 1 0) | W2 z0 $(plan 2 0) z1 $(plan 2 1) z2 $(plan 2 2) |" \
-       "W4 z0 $(plan 4 0) z1 $(plan 4 1) z2 $(plan 4 2)"
-} | tee -a "$OUT/summary.txt"
+       "W4 z0 $(plan 4 0) z1 $(plan 4 1) z2 $(plan 4 2) | sp2x2 z0 $(plan 4 0 2) z2 $(plan 4 2 2)" | tee -a "$OUT/summary.txt"
+fi
