@@ -5,7 +5,8 @@
  * Five R2D2 updates of 4 micro-batches (2 GCG-refreshed test cases as away
  * and toward examples, 2 utility examples; a pool reset) on 2 ranks (2
  * data-parallel groups, 2 micro-batches each), on 4 ranks (4 groups) and on
- * 4 ranks as 2 groups of sp 2, each with zero = 0, 1 and 2. The reference
+ * 4 ranks as 2 groups of sp 2, and LoRA adapters on 2 ranks (the adapters'
+ * state sharded), each with zero = 0, 1 and 2. The reference
  * is the zero = 0 run of the same ranks, an independent code path: every
  * rank holds the whole gradient, all-reduced, and updates every parameter
  * with its own moments. Checked on the final parameters
@@ -161,9 +162,12 @@ static void test_same_as_zero_0(void **state) {
     int np;
     const char *sp;
     const char *name;
-  } SETS[] = {{2, "", "2 ranks"}, {4, "", "4 ranks"}, {4, "--sp 2", "2 groups of sp 2"}};
+  } SETS[] = {{2, "", "2 ranks"},
+              {4, "", "4 ranks"},
+              {4, "--sp 2", "2 groups of sp 2"},
+              {2, "--mode lora --lora-rank 4 --lora-targets q,k,v,o,gate,up,down", "LoRA on 2 ranks"}};
   for (size_t k = 0; k < sizeof SETS / sizeof SETS[0]; k++) {
-    char ref_name[64], more[128], what[128];
+    char ref_name[64], more[256], what[128];
     snprintf(ref_name, sizeof ref_name, "train_zero_ref_%zu", k);
     char *ref = train(ref_name, SETS[k].np, SETS[k].sp);
     for (int stage = 1; stage <= 2; stage++) {
