@@ -729,10 +729,11 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   } else if (rc == 0) {
     /* a fresh run, or a resumed one killed before its first state */
     rc = rg_pool_init(&t->pool, t->m, t->data, t->cfg.pool_size, &t->rng);
-    if (rc == 0 && t->zero) rc = draw_run_id(t);
   }
-  /* a rank that failed to read its ZeRO shard must not leave the others waiting at the first collective */
+  /* a rank that failed (to read its ZeRO shard, say) must not leave the
+   * others waiting at the next collective: every rank arrives here */
   if (t->world && t->cfg.zero > 0) rc = all_ranks_ok(t, rc, "opening the run");
+  if (rc == 0 && t->zero && latest < 0) rc = draw_run_id(t);
   if (rc == 0 && !resume && t->writer) rc = write_config(t);
   if (rc < 0) {
     rg_trainer_free(t);
