@@ -9,11 +9,13 @@
  * state, refusing a RUN_DIR of another configuration. One progress line per
  * update goes to stderr.
  *
- * `refgeo train --plan --config RUN.ini [--device cpu|gpu:NG] [--json]`
+ * `refgeo train --plan --config RUN.ini [--device cpu|gpu:NG] [--ranks N] [--json]`
  * prints the run's memory plan instead (src/adv_ft/train_plan.h): the
  * bytes the trainer's allocation steps ask for on a counting backend, and
  * whether they fit the device (cpu: this machine's RAM, the default; gpu:NG:
- * N GiB). Nothing is written; --out is not needed. */
+ * N GiB), per rank of --ranks N (mpirun -np N: ZeRO shards over its
+ * data-parallel groups), and a closing note with zero 0, 1, 2 and LoRA on
+ * one rank. Nothing is written; --out is not needed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,8 @@
 #include "util/error.h"
 
 static const char USAGE[] =
-    "--config RUN.ini --out RUN_DIR [--resume] [--KEY VALUE ...] | --plan --config RUN.ini [--device cpu|gpu:NG] [--json]";
+    "--config RUN.ini --out RUN_DIR [--resume] [--KEY VALUE ...] | --plan --config RUN.ini [--device cpu|gpu:NG] "
+    "[--ranks N] [--json]";
 
 /* The flags in cli.c's usage format ("  --NAME KIND\tHELP"), every config
  * key as --its-name. */
@@ -40,6 +43,7 @@ static int usage(void) {
   printf("  --plan\tprint the run's memory plan and whether it fits --device; train nothing\n");
   printf("  --device VALUE\tthe device to train on (cpu, the default; cuda[:N], hip[:N] in a GPU build); with --plan:\n"
          "\t\tcpu (this machine's RAM) or gpu:NG (a GPU of N GiB)\n");
+  printf("  --ranks N\twith --plan: the ranks mpirun starts (-np), sp per group; ZeRO shards over the groups\n");
   printf("  --json\twith --plan: the plan as one JSON object\n");
   const char *section, *help, *kind, *name;
   for (int i = 0; (name = rg_train_config_key(i, &section, &help, NULL, &kind)) != NULL; i++) {
@@ -55,17 +59,23 @@ static int usage(void) {
 static bool is_flag(const char *a, const char *name) { return strncmp(a, "--", 2) == 0 && strcmp(a + 2, name) == 0; }
 
 /* Flags of this command that take a value and are not config keys. */
-static bool is_own_value_flag(const char *a) { return is_flag(a, "config") || is_flag(a, "out") || is_flag(a, "device"); }
+static bool is_own_value_flag(const char *a) {
+  return is_flag(a, "config") || is_flag(a, "out") || is_flag(a, "device") || is_flag(a, "ranks");
+}
 static bool is_own_switch(const char *a) {
   return is_flag(a, "resume") || is_flag(a, "plan") || is_flag(a, "json") || is_flag(a, "quiet") || is_flag(a, "verbose");
 }
 
-static int plan(rg_train_config *cfg, const char *device, bool json) {
+static int plan(rg_train_config *cfg, const char *device, int ranks, bool json) {
   rg_train_plan p = {0};
-  char note[256];
-  if (rg_train_plan_device(&p, device) < 0 || rg_trainer_plan(cfg, &p, note, sizeof note) < 0) return -1;
+  char note[256], compare[2048] = "";
+  if (rg_train_plan_device(&p, device) < 0) return -1;
+  p.ranks = ranks;
+  if (!json) rg_trainer_plan_compare(cfg, &p, compare, sizeof compare);
+  if (rg_trainer_plan(cfg, &p, note, sizeof note) < 0) return -1;
   if (note[0] && !json) printf("%s\n", note);
   rg_train_plan_print(&p, stdout, json);
+  if (!json) printf("%s", compare);
   return 0;
 }
 
@@ -83,6 +93,7 @@ static bool is_config_key(const char *flag) {
 int cmd_train(int argc, char **argv) {
   const char *config_path = NULL, *out = NULL, *device = NULL;
   bool resume = false, want_plan = false, json = false;
+  int ranks = 0;
   for (int i = 1; i < argc; i++) {
     if (is_flag(argv[i], "help")) return usage();
     if (cli_verbosity_flag(argv[i])) continue;
@@ -94,7 +105,17 @@ int cmd_train(int argc, char **argv) {
         rg_error_set("%s: missing value", argv[i]);
         return cli_fail();
       }
-      *(is_flag(argv[i], "config") ? &config_path : is_flag(argv[i], "out") ? &out : &device) = argv[i + 1];
+      if (is_flag(argv[i], "ranks")) {
+        char *end;
+        const long n = strtol(argv[i + 1], &end, 10);
+        if (*end || end == argv[i + 1] || n < 1 || n > 65536) {
+          rg_error_set("--ranks: \"%s\" is not a number of ranks from 1 to 65536", argv[i + 1]);
+          return cli_fail();
+        }
+        ranks = (int)n;
+      } else {
+        *(is_flag(argv[i], "config") ? &config_path : is_flag(argv[i], "out") ? &out : &device) = argv[i + 1];
+      }
       i++;
     }
   }
@@ -145,7 +166,8 @@ int cmd_train(int argc, char **argv) {
     rg_train_config_free(&cfg);
     return 0;
   }
-  if (rc == 0 && want_plan) rc = plan(&cfg, device ? device : "cpu", json);
+  if (rc == 0 && ranks && !want_plan) rc = rg_error_set("--ranks goes with --plan (a run takes its ranks from mpirun)");
+  if (rc == 0 && want_plan) rc = plan(&cfg, device ? device : "cpu", ranks, json);
   if (want_plan) {
     rg_train_config_free(&cfg);
     return rc == 0 ? 0 : cli_fail();

@@ -11,10 +11,22 @@ struct rg_optimizer {
   rg_grads *g;
   rg_adamw_hparams h;
   long steps;
-  rg_buf **m, **v; /* per parameter: the AdamW moments, on the backend */
+  rg_buf **m, **v; /* per parameter: the AdamW moments, on the backend; with ZeRO m[0], v[0]: the shard's */
+  rg_zero *zero;
+  int n_moments;
 };
 
+static rg_optimizer *optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h, rg_zero *z);
+
 rg_optimizer *rg_optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h) {
+  return optimizer_new(w, g, h, NULL);
+}
+rg_optimizer *rg_optimizer_new_zero(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h, rg_zero *z) {
+  return optimizer_new(w, g, h, z);
+}
+rg_zero *rg_optimizer_zero(const rg_optimizer *o) { return o->zero; }
+
+static rg_optimizer *optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h, rg_zero *z) {
   if (!rg_weights_trainable(w)) {
     rg_error_set("optimizer: the weights are not trainable (rg_weights_make_trainable)");
     return NULL;
@@ -33,11 +45,13 @@ rg_optimizer *rg_optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparam
   o->w = w;
   o->g = g;
   o->h = *h;
+  o->zero = z;
   rg_backend *be = rg_weights_backend(w);
-  for (int i = 0; i < n; i++) {
-    const size_t len = (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  for (int i = 0; i < (z ? 1 : n); i++, o->n_moments++) {
+    const size_t len = z ? rg_zero_shard_floats(z) : (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
     if (!(o->m[i] = rg_buf_new(be, len)) || !(o->v[i] = rg_buf_new(be, len))) {
-      rg_error_prefix("optimizer: moments of %s", rg_weights_tensor(w, i)->name);
+      rg_error_prefix("optimizer: moments of %s", z ? "this rank's ZeRO shard" : rg_weights_tensor(w, i)->name);
+      o->n_moments++; /* a buffer made of the two is freed */
       rg_optimizer_free(o);
       return NULL;
     }
@@ -54,7 +68,7 @@ rg_optimizer *rg_optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparam
 void rg_optimizer_free(rg_optimizer *o) {
   if (!o) return;
   rg_backend *be = o->w ? rg_weights_backend(o->w) : NULL;
-  for (int i = 0; be && i < rg_grads_count(o->g); i++) {
+  for (int i = 0; be && i < o->n_moments; i++) {
     rg_buf_free(be, o->m[i]);
     rg_buf_free(be, o->v[i]);
   }
@@ -67,7 +81,8 @@ int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_
   rg_backend *be = rg_weights_backend(o->w);
   const int n = rg_grads_count(o->g);
   double ss = 0;
-  for (int i = 0; i < n; i++) {
+  if (o->zero && rg_zero_sum_squares(o->zero, &ss) < 0) return rg_error_prefix("optimizer");
+  for (int i = 0; !o->zero && i < n; i++) {
     double part;
     if (rg_op_sum_squares(be, rg_grads_buf(o->g, i), &part) < 0) return rg_error_prefix("optimizer");
     ss += part;
@@ -80,8 +95,9 @@ int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_
                             .weight_decay = o->h.weight_decay,
                             .step = ++o->steps,
                             .grad_scale = max_norm > 0 ? (float)rg_grad_clip_coef(norm, max_norm) : 1.0f};
-  for (int i = 0; i < n; i++) rg_op_adamw(be, rg_weights_param(o->w, i), rg_grads_buf(o->g, i), o->m[i], o->v[i], &st);
   if (grad_norm) *grad_norm = norm;
+  if (o->zero) return rg_zero_adamw(o->zero, o->m[0], o->v[0], &st) < 0 ? rg_error_prefix("optimizer") : 0;
+  for (int i = 0; i < n; i++) rg_op_adamw(be, rg_weights_param(o->w, i), rg_grads_buf(o->g, i), o->m[i], o->v[i], &st);
   return rg_backend_status(be) < 0 ? rg_error_prefix("optimizer") : 0;
 }
 
@@ -106,3 +122,26 @@ int rg_optimizer_set_moments(rg_optimizer *o, int i, const float *m, const float
 }
 
 void rg_optimizer_set_steps(rg_optimizer *o, long steps) { o->steps = steps; }
+
+/* Whether [at, at + n) lies in this rank's shard. */
+static int shard_range(const rg_optimizer *o, size_t at, size_t n) {
+  if (!o->zero) return rg_error_set("optimizer: no ZeRO shard");
+  const size_t all = rg_zero_shard_floats(o->zero);
+  return at <= all && n <= all - at ? 0 : rg_error_set("optimizer: floats %zu..%zu outside the shard's %zu", at, at + n, all);
+}
+
+int rg_optimizer_get_shard(const rg_optimizer *o, size_t at, size_t n, float *m, float *v) {
+  rg_backend *be = rg_weights_backend(o->w);
+  if (shard_range(o, at, n) < 0) return -1;
+  return (m && rg_buf_download(be, o->m[0], at, m, n) < 0) || (v && rg_buf_download(be, o->v[0], at, v, n) < 0)
+             ? rg_error_prefix("optimizer: moments of this rank's ZeRO shard")
+             : 0;
+}
+
+int rg_optimizer_set_shard(rg_optimizer *o, size_t at, size_t n, const float *m, const float *v) {
+  rg_backend *be = rg_weights_backend(o->w);
+  if (shard_range(o, at, n) < 0) return -1;
+  if (m) rg_buf_upload(be, o->m[0], at, m, n);
+  if (v) rg_buf_upload(be, o->v[0], at, v, n);
+  return rg_backend_status(be) < 0 ? rg_error_prefix("optimizer: moments of this rank's ZeRO shard") : 0;
+}

@@ -14,6 +14,7 @@
 #define RG_ADV_FT_OPTIMIZER_H
 
 #include "adv_ft/adamw.h"
+#include "adv_ft/zero.h"
 #include "engine/backward.h"
 #include "engine/weights.h"
 
@@ -23,6 +24,18 @@ typedef struct rg_optimizer rg_optimizer;
  * the error set. */
 rg_optimizer *rg_optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h);
 void rg_optimizer_free(rg_optimizer *o);
+
+/* The same over ZeRO's shards (zero.h, borrowed: it must outlive the
+ * optimizer): the moments are this rank's shard's, and a step updates the
+ * shard and gathers the parameters. NULL with the error set. */
+rg_optimizer *rg_optimizer_new_zero(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h, rg_zero *z);
+/* The optimizer's ZeRO partition, or NULL. */
+rg_zero *rg_optimizer_zero(const rg_optimizer *o);
+/* With ZeRO: floats [at, at + n) of this rank's moments (m and v of
+ * rg_zero_shard_floats floats each; a NULL one is skipped), downloaded or
+ * set. 0, or -1 with the error set. */
+int rg_optimizer_get_shard(const rg_optimizer *o, size_t at, size_t n, float *m, float *v);
+int rg_optimizer_set_shard(rg_optimizer *o, size_t at, size_t n, const float *m, const float *v);
 
 /* Clips the accumulated gradients to a global L2 norm of max_norm (<= 0:
  * no clipping), applies one AdamW update with learning rate lr, and writes

@@ -46,6 +46,9 @@ static const key_def KEYS[] = {
      "refgeo: ranks each micro-batch's tokens are split over (sequence parallelism); mpirun -np a multiple of SP, the multiple being data-parallel groups"},
     {"model", "sp_attention", K_STR, F(sp_attention), "auto", 0, "auto|ulysses|allgather",
      "refgeo: attention over the ranks: Ulysses where the heads divide, else all-gather KV (auto)"},
+    {"model", "zero", K_INT, F(zero), "0", 0, NULL,
+     "refgeo: ZeRO stage over the data-parallel ranks (DeepSpeed's): 0 everything replicated; 1 AdamW's moments "
+     "sharded; 2 the gradients too (HarmBench's run: 2); needs at least 2 data-parallel groups"},
     {"model", "checkpoint_dtype", K_STR, F(checkpoint_dtype), "bf16", 0, "bf16|f32", "dtype of checkpoint weights"},
     {"optim", "lr", K_DBL, F(lr), "2e-5", 0, NULL, "peak learning rate"},
     {"optim", "warmup", K_INT, F(warmup), "0", 0, NULL, "updates of linear warmup"},
@@ -378,6 +381,7 @@ int rg_train_config_check(rg_train_config *c) {
     return rg_error_set("cases_per_step: %d is more than pool_size %d", c->cases_per_step, c->pool_size);
   if (c->reset_fraction > 1) return rg_error_set("reset_fraction: %g is above 1", c->reset_fraction);
   if (c->recompute > 2) return rg_error_set("recompute: %d is not 0, 1 or 2", c->recompute);
+  if (c->zero > 2) return rg_error_set("zero: %d is not 0, 1 or 2 (ZeRO-3, which shards the parameters, is not built)", c->zero);
   if (c->beta1 >= 1 || c->beta2 >= 1) return rg_error_set("beta1, beta2: must be below 1");
   if (strcmp(c->refusal_target, "") == 0) return rg_error_set("refusal_target: empty");
   if (strcmp(c->utility_packing, "on") == 0 && strcmp(c->utility_labels, "all") != 0)

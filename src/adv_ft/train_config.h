@@ -40,6 +40,7 @@ typedef struct {
   int recompute;        /* rg_recompute: 0 none, 1 full (gradient checkpointing), 2 all but attention; -1 auto */
   int sp;               /* ranks a micro-batch is split over (sequence parallelism) */
   char *sp_attention;   /* "auto", "ulysses" or "allgather" (forward.h rg_sp_mode) */
+  int zero;             /* ZeRO stage over the data-parallel ranks: 0, 1 or 2 (adv_ft/zero.h) */
   char *checkpoint_dtype; /* "bf16" or "f32" */
   /* [optim] */
   double lr;

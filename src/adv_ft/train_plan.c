@@ -102,8 +102,7 @@ int rg_train_plan_fill(rg_train_plan *p, const rg_train_config *c, rg_weights *w
   const size_t weights = rg_weights_bytes(w);
   p->frozen = weights - p->params;
   p->weights_other = p->counted[RG_PLAN_TAG_WEIGHTS] - weights;
-  p->grads = 0;
-  for (int i = 0; i < rg_grads_count(g); i++) p->grads += rg_grads_buf(g, i)->n * sizeof(float);
+  p->grads = rg_grads_bytes(g); /* ZeRO-2: one block's buffers, shared by every block */
   p->moments = p->counted[RG_PLAN_TAG_OPTIMIZER];
   rg_session_memory(train, &p->train);
   if (cand) rg_session_memory(cand, &p->cand);
@@ -118,7 +117,7 @@ int rg_train_plan_fill(rg_train_plan *p, const rg_train_config *c, rg_weights *w
    * per logit row, the disallowed-token mask */
   p->host_trainer = tokens * (5 * sizeof(int32_t) + 2 * sizeof(float)) + (size_t)m->cfg.vocab_size;
   p->host_gcg = gcg_host_bytes(c, &m->cfg);
-  p->host_comm = c->sp > 1 ? (size_t)RG_COMM_PIECE_FLOATS * sizeof(float) : 0;
+  p->host_comm = c->sp > 1 || c->zero > 0 ? (size_t)RG_COMM_PIECE_FLOATS * sizeof(float) : 0;
   p->file_map = 0;
   for (int i = 0; !p->gpu && i < rg_weights_export_count(w); i++) p->file_map += rg_weights_export_tensor(w, i)->nbytes;
   p->total = p->backend_total;
@@ -188,6 +187,9 @@ static void print_json(const rg_train_plan *p, FILE *out) {
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cJSON_AddNumberToObject(o, f[i].key, (double)f[i].v);
   cJSON_AddNumberToObject(o, "layers", p->n_layers);
   cJSON_AddNumberToObject(o, "sp", p->sp);
+  cJSON_AddNumberToObject(o, "ranks", p->ranks > p->sp ? p->ranks : p->sp);
+  cJSON_AddNumberToObject(o, "zero", p->zero);
+  cJSON_AddNumberToObject(o, "zero_buffers", (double)p->zero_buffers);
   cJSON_AddNumberToObject(o, "recompute", p->recompute);
   cJSON_AddBoolToObject(o, "fits", (double)p->total <= p->capacity);
   char *text = cJSON_PrintUnformatted(o);
@@ -205,12 +207,23 @@ void rg_train_plan_print(const rg_train_plan *p, FILE *out, bool json) {
           p->shapes_only ? " (shapes from config.json)" : "", p->device, p->capacity / GIB);
   fprintf(out, ", recompute %d", p->recompute);
   if (p->sp > 1) fprintf(out, ", one of %d sequence-parallel ranks", p->sp);
+  if (p->ranks > p->sp) fprintf(out, ", %d ranks (%d data-parallel groups)", p->ranks, p->ranks / p->sp);
+  if (p->zero) fprintf(out, ", ZeRO-%d", p->zero);
   fputc('\n', out);
   fprintf(out, "  %-52s %16s %10s\n", p->gpu ? "device memory" : "backend memory (host RAM)", "bytes", "GiB");
   row(out, strcmp(p->mode, "lora") == 0 ? "parameters (LoRA adapters, float32)" : "parameters (float32)", p->params);
   row(out, p->gpu ? "frozen base weights (file dtype)" : "frozen base weights (own copies)", p->frozen);
-  row(out, "gradients (float32)", p->grads);
-  row(out, "optimizer state (AdamW m and v, float32)", p->moments);
+  char what[96];
+  const int groups = p->ranks > p->sp ? p->ranks / p->sp : 1;
+  row(out, p->zero == 2 ? "gradients (float32; ZeRO-2: one block's, shared)" : "gradients (float32)", p->grads);
+  if (p->zero) {
+    snprintf(what, sizeof what, "optimizer state (AdamW m and v, 1/%d shard)", groups);
+    row(out, what, p->moments);
+    row(out, p->zero == 2 ? "ZeRO-2 gradient shard and bucket staging" : "ZeRO-1 bucket staging (parameter gather)",
+        p->zero_buffers);
+  } else {
+    row(out, "optimizer state (AdamW m and v, float32)", p->moments);
+  }
   session_rows(out, "training", &p->train, p->n_layers);
   if (p->cand.backend) session_rows(out, "GCG candidates", &p->cand, p->n_layers);
   if (p->gcg_grad.backend) row(out, "GCG token gradient (this rank's own session)", p->gcg_grad.backend);

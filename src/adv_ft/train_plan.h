@@ -59,6 +59,9 @@ typedef struct {
   rg_session_bytes train, cand; /* cand all 0 without GCG */
   rg_session_bytes gcg_grad;    /* with sequence parallelism: GCG's own token-gradient session (else all 0) */
   int sp;                       /* ranks a micro-batch is split over: the figures are one rank's */
+  int ranks;                    /* all ranks (mpirun -np; set before planning; <= sp: one group of sp) */
+  int zero;                     /* the ZeRO stage planned; its shards are of ranks / sp data-parallel groups */
+  size_t zero_buffers;          /* ZeRO's gradient shard and bucket staging (zero.h) */
   int recompute;                /* the recompute policy planned (rg_recompute) */
   size_t backend_total;
   /* host memory */

@@ -176,6 +176,21 @@ int rg_train_state_tidy(const char *run_dir, long keep) {
   return rc;
 }
 
+/* Adds the sha256 of every rank's ZeRO shard file in DIR (RANKS of them,
+ * written by their ranks before the writer saves) to SUMS. */
+static int add_shard_sums(rg_manifest *sums, const char *dir, int ranks) {
+  int rc = 0;
+  for (int r = 0; rc == 0 && r < ranks; r++) {
+    char name[64], hex[65];
+    snprintf(name, sizeof name, "zero-%d-of-%d.f32", r, ranks);
+    char *path = rg_path_join(dir, name);
+    rc = path ? rg_sha256_file(path, hex) : rg_error_set("out of memory");
+    if (rc == 0) rc = rg_manifest_set(sums, name, hex);
+    free(path);
+  }
+  return rc;
+}
+
 int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, const rg_optimizer *o, const cJSON *meta) {
   char *tmp = state_path(run_dir, step, ".tmp"), *final = state_path(run_dir, step, "");
   char *params = tmp ? rg_path_join(tmp, "params.f32") : NULL, *moments = tmp ? rg_path_join(tmp, "moments.f32") : NULL;
@@ -185,24 +200,28 @@ int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, con
   char meta_hex[65];
   hash_job sum_params = {0}, sum_moments = {0};
   rg_manifest sums = {0};
-  if (rc == 0) rc = rg_remove_flat_dir(tmp);
-  if (rc == 0) rc = rg_mkdir_p(tmp);
+  const bool sharded = rg_optimizer_zero(o) != NULL; /* the folder is rg_train_state_begin's, with the shards */
+  if (rc == 0 && !sharded) rc = rg_remove_flat_dir(tmp);
+  if (rc == 0 && !sharded) rc = rg_mkdir_p(tmp);
   if (rc == 0) rc = write_floats(params, w, o, false);
   if (rc == 0) hash_start(&sum_params, params);
   rg_fault_point("state-write"); /* tests: a kill between a state's files */
-  if (rc == 0) rc = write_floats(moments, w, o, true);
-  if (rc == 0) hash_start(&sum_moments, moments);
+  if (rc == 0 && !sharded) rc = write_floats(moments, w, o, true);
+  if (rc == 0 && !sharded) hash_start(&sum_moments, moments);
   if (rc == 0) rc = write_meta(meta_path, meta, meta_hex);
-  if (rc == 0) rc = sync_file(params) || sync_file(moments) || sync_file(meta_path) ? -1 : 0;
+  if (rc == 0) rc = sync_file(params) || (!sharded && sync_file(moments)) || sync_file(meta_path) ? -1 : 0;
   /* both joined on every path; the first error is the one reported */
   if (hash_finish(&sum_params, rc < 0) < 0) rc = -1;
   if (hash_finish(&sum_moments, rc < 0) < 0) rc = -1;
-  /* the checksums last: a state's manifest lists files already on disk */
+  /* the checksums last: a state's manifest lists files already on disk
+   * (with ZeRO, the ranks' shards, written before this call) */
   if (rc == 0)
-    rc = rg_manifest_set(&sums, "params.f32", sum_params.hex) || rg_manifest_set(&sums, "moments.f32", sum_moments.hex) ||
+    rc = rg_manifest_set(&sums, "params.f32", sum_params.hex) ||
+                 (!sharded && rg_manifest_set(&sums, "moments.f32", sum_moments.hex)) ||
                  rg_manifest_set(&sums, "meta.json", meta_hex)
              ? -1
              : 0;
+  if (rc == 0 && sharded) rc = add_shard_sums(&sums, tmp, rg_zero_ranks(rg_optimizer_zero(o)));
   if (rc == 0) rc = rg_manifest_write(&sums, sums_path);
   rg_manifest_free(&sums);
   if (rc == 0) rc = rg_sync_dir(tmp);
@@ -215,6 +234,125 @@ int rg_train_state_save(const char *run_dir, long step, const rg_weights *w, con
   if (rc == 0) rc = rg_train_state_tidy(run_dir, step);
   free(state_dir), free(tmp), free(final), free(params), free(moments), free(meta_path), free(sums_path);
   return rc < 0 ? rg_error_prefix("saving the training state") : 0;
+}
+
+int rg_train_state_begin(const char *run_dir, long step) {
+  char *tmp = state_path(run_dir, step, ".tmp");
+  int rc = tmp ? 0 : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_remove_flat_dir(tmp);
+  if (rc == 0) rc = rg_mkdir_p(tmp);
+  free(tmp);
+  return rc < 0 ? rg_error_prefix("saving the training state") : 0;
+}
+
+enum { SHARD_HEADER = 48 };
+/* the floats a shard file is written and read in at a time: a host copy
+ * of a whole shard would add its size to a rank's peak (the plan's) */
+enum { SHARD_PIECE = 1 << 20 };
+static const char SHARD_MAGIC[8] = "RGZERO1";
+
+static char *shard_path(const char *run_dir, long step, const char *suffix, int rank, int ranks) {
+  char name[96];
+  snprintf(name, sizeof name, "state/step-%ld%s/zero-%d-of-%d.f32", step, suffix, rank, ranks);
+  return rg_path_join(run_dir, name);
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+int rg_train_state_save_shard(const char *run_dir, long step, const rg_optimizer *o, uint64_t run_id) {
+  const rg_zero *z = rg_optimizer_zero(o);
+  if (!z) return rg_error_set("saving a ZeRO shard: the optimizer is not sharded");
+  const size_t n = rg_zero_shard_floats(z);
+  char *path = shard_path(run_dir, step, ".tmp", rg_zero_rank(z), rg_zero_ranks(z));
+  float *buf = malloc(SHARD_PIECE * sizeof *buf);
+  int rc = path && buf ? 0 : rg_error_set("saving a ZeRO shard: out of memory");
+  FILE *fp = rc == 0 ? fopen(path, "wb") : NULL;
+  if (rc == 0 && !fp) rc = rg_error_set("%s: %s", path, strerror(errno));
+  unsigned char head[SHARD_HEADER] = {0};
+  memcpy(head, SHARD_MAGIC, 8);
+  put_u32(head + 8, (uint32_t)rg_zero_ranks(z));
+  put_u32(head + 12, (uint32_t)rg_zero_rank(z));
+  put_u64(head + 16, (uint64_t)step);
+  put_u64(head + 24, run_id);
+  put_u64(head + 32, (uint64_t)n);
+  if (rc == 0 && fwrite(head, 1, sizeof head, fp) != sizeof head)
+    rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  for (int which = 0; which < 2; which++) /* m, then v */
+    for (size_t at = 0; rc == 0 && at < n; at += SHARD_PIECE) {
+      const size_t k = n - at < SHARD_PIECE ? n - at : SHARD_PIECE;
+      rc = which == 0 ? rg_optimizer_get_shard(o, at, k, buf, NULL) : rg_optimizer_get_shard(o, at, k, NULL, buf);
+      if (rc == 0 && fwrite(buf, sizeof *buf, k, fp) != k) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+    }
+  if (fp && fclose(fp) != 0 && rc == 0) rc = rg_error_set("%s: write failed: %s", path, strerror(errno));
+  if (rc == 0) rc = sync_file(path);
+  free(path), free(buf);
+  return rc;
+}
+
+/* The shard file PATH of state STEP against the state's SHA256SUMS (after
+ * its header checks, which say more about a shard of another run). */
+static int check_shard_sum(const char *run_dir, long step, const char *path) {
+  char *dir = state_path(run_dir, step, ""), *sums_path = dir ? rg_path_join(dir, RG_MANIFEST_NAME) : NULL;
+  rg_manifest sums = {0};
+  int rc = dir && sums_path ? rg_manifest_read(&sums, sums_path, true) : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_manifest_check(&sums, sums_path, dir, strrchr(path, '/') + 1);
+  rg_manifest_free(&sums);
+  free(dir), free(sums_path);
+  return rc;
+}
+
+int rg_train_state_load_shard(const char *run_dir, long step, rg_optimizer *o, uint64_t run_id) {
+  const rg_zero *z = rg_optimizer_zero(o);
+  if (!z) return rg_error_set("reading a ZeRO shard: the optimizer is not sharded");
+  const size_t n = rg_zero_shard_floats(z);
+  char *path = shard_path(run_dir, step, "", rg_zero_rank(z), rg_zero_ranks(z));
+  if (!path) return rg_error_set("out of memory");
+  FILE *fp = fopen(path, "rb");
+  int rc = fp ? 0 : rg_error_set("%s: %s", path, strerror(errno));
+  unsigned char head[SHARD_HEADER];
+  if (rc == 0 && (fread(head, 1, sizeof head, fp) != sizeof head || memcmp(head, SHARD_MAGIC, 8) != 0))
+    rc = rg_error_set("%s: not a refgeo ZeRO shard file", path);
+  if (rc == 0 && (get_u32(head + 8) != (uint32_t)rg_zero_ranks(z) || get_u32(head + 12) != (uint32_t)rg_zero_rank(z)))
+    rc = rg_error_set("%s: holds the shard of rank %u of %u, not of rank %d of %d", path, get_u32(head + 12),
+                      get_u32(head + 8), rg_zero_rank(z), rg_zero_ranks(z));
+  if (rc == 0 && (get_u64(head + 24) != run_id || get_u64(head + 16) != (uint64_t)step))
+    rc = rg_error_set("%s: from another run or step (run %016llx step %lld; this state: run %016llx step %ld)", path,
+                      (unsigned long long)get_u64(head + 24), (long long)get_u64(head + 16),
+                      (unsigned long long)run_id, step);
+  if (rc == 0 && get_u64(head + 32) != (uint64_t)n)
+    rc = rg_error_set("%s: a shard of %llu floats, but this run's is %zu (a state of another model or mode?)", path,
+                      (unsigned long long)get_u64(head + 32), n);
+  /* the size first, so that a short file sets nothing */
+  if (rc == 0 && (fseek(fp, 0, SEEK_END) != 0 || (size_t)ftell(fp) != SHARD_HEADER + 2 * n * sizeof(float)))
+    rc = rg_error_set("%s: not %zu floats of m and v each after its header (cut short or too long)", path, n);
+  if (rc == 0) rc = check_shard_sum(run_dir, step, path);
+  if (rc == 0 && fseek(fp, SHARD_HEADER, SEEK_SET) != 0) rc = rg_error_set("%s: cannot seek", path);
+  float *buf = rc == 0 ? malloc(SHARD_PIECE * sizeof *buf) : NULL;
+  if (rc == 0 && !buf) rc = rg_error_set("%s: out of memory", path);
+  for (int which = 0; which < 2; which++)
+    for (size_t at = 0; rc == 0 && at < n; at += SHARD_PIECE) {
+      const size_t k = n - at < SHARD_PIECE ? n - at : SHARD_PIECE;
+      if (fread(buf, sizeof *buf, k, fp) != k) rc = rg_error_set("%s: short read", path);
+      if (rc == 0) rc = which == 0 ? rg_optimizer_set_shard(o, at, k, buf, NULL) : rg_optimizer_set_shard(o, at, k, NULL, buf);
+    }
+  if (fp) fclose(fp);
+  free(path), free(buf);
+  return rc;
 }
 
 long rg_train_state_latest(const char *run_dir) {
@@ -298,7 +436,8 @@ int rg_train_state_load(const char *run_dir, long step, rg_weights *w, rg_optimi
                       sums_path);
   if (rc == 0) rc = rg_manifest_read(&sums, sums_path, true);
   if (rc == 0) rc = read_floats(params, w, o, false, &sums, sums_path);
-  if (rc == 0) rc = read_floats(moments, w, o, true, &sums, sums_path);
+  /* with ZeRO each rank reads its shard (rg_train_state_load_shard) */
+  if (rc == 0 && !rg_optimizer_zero(o)) rc = read_floats(moments, w, o, true, &sums, sums_path);
   if (rc == 0 && !(*meta = read_meta(meta_path, &sums, sums_path))) rc = -1;
   rg_manifest_free(&sums);
   free(dir), free(params), free(moments), free(meta_path), free(sums_path);

@@ -77,13 +77,27 @@ struct rg_trainer {
   /* On a GPU, the same groups for collectives on device buffers (NCCL:
    * attention's gathers, the gradient sum); the MPI ones above keep those
    * on host arrays. NULL on the CPU, where MPI carries both. */
-  rg_comm *world_dev, *sp_dev;
+  rg_comm *world_dev, *sp_dev, *dp_dev;
   int group, n_groups; /* this rank's sequence-parallel group, and how many there are */
   bool writer;       /* this process writes the run dir (rank 0) */
   int lock_fd;       /* the writer's lock of the run dir (util/run_lock.h); -1: none */
   char recompute_note[256]; /* recompute = auto: what it chose and why (printed when the run starts) */
   rg_grads *g;
+  rg_zero *zero; /* zero > 0: the partition of the optimizer state (and gradients) over dp */
   rg_optimizer *opt;
+  /* ZeRO-2 reduces each block's gradient over the data-parallel ranks
+   * during the backward, so the groups train their micro-batches of a
+   * round (micro-batches j * n_groups .. j * n_groups + n_groups - 1)
+   * together, after every rank's GCG of the round: this rank's micro-batch
+   * of the round waits here, its suffixes copied (a later GCG of the round
+   * may change the pool entry). */
+  struct {
+    bool held;
+    rg_r2d2_case *cases;
+    int32_t **suffix;
+    const rg_utility_example **utility;
+  } pending;
+  uint64_t run_id; /* ZeRO: names the run in its shard files (train_state.h) */
   unsigned char *disallowed;
   rg_r2d2_data *data;
   rg_utility_set *utility;
@@ -164,7 +178,8 @@ static int open_sessions(rg_trainer *t) {
   if (t->sp && c->gcg_steps > 0 && !(t->gcg_train = rg_session_new(t->w, 1, c->max_case_tokens, &go))) return -1;
   /* sequence 0 holds the shared prefix (rg_gcg_candidate_losses) */
   if (c->gcg_steps > 0 && !(t->cand = rg_session_new(t->w, c->gcg_batch + 1, c->max_case_tokens, &co))) return -1;
-  if (!(t->g = rg_grads_new(t->train))) return -1;
+  /* ZeRO-2 takes each block's gradient away after its backward */
+  if (!(t->g = c->zero == 2 ? rg_grads_new_per_block(t->train) : rg_grads_new(t->train))) return -1;
   if (!(t->disallowed = malloc((size_t)t->m->cfg.vocab_size))) return rg_error_set("out of memory");
   t->stepper = (rg_r2d2_step){.m = t->m,
                               .frame = &t->frame,
@@ -199,7 +214,16 @@ static int open_weights(rg_trainer *t) {
 
 static int open_optimizer(rg_trainer *t) {
   rg_adamw_hparams h = {.beta1 = t->cfg.beta1, .beta2 = t->cfg.beta2, .eps = t->cfg.eps, .weight_decay = t->cfg.weight_decay};
-  return (t->opt = rg_optimizer_new(t->w, t->g, &h)) ? 0 : -1;
+  if (t->cfg.zero == 0) return (t->opt = rg_optimizer_new(t->w, t->g, &h)) ? 0 : -1;
+  const rg_zero_opts zo = {.stage = t->cfg.zero, .dp = t->dp_dev ? t->dp_dev : t->dp, .sp = t->sp_dev ? t->sp_dev : t->sp};
+  if (!(t->zero = rg_zero_new(t->w, t->g, &zo))) return -1;
+  if (!(t->opt = rg_optimizer_new_zero(t->w, t->g, &h, t->zero))) return -1;
+  if (t->cfg.zero < 2) return 0;
+  const rg_train_config *c = &t->cfg;
+  t->pending.cases = calloc((size_t)c->cases_per_step, sizeof *t->pending.cases);
+  t->pending.suffix = calloc((size_t)c->cases_per_step, sizeof *t->pending.suffix);
+  t->pending.utility = calloc((size_t)(c->utility_per_step > 0 ? c->utility_per_step : 1), sizeof *t->pending.utility);
+  return t->pending.cases && t->pending.suffix && t->pending.utility ? 0 : rg_error_set("out of memory");
 }
 
 /* ------------------------------------------------------ run manifest */
@@ -385,6 +409,13 @@ static cJSON *meta_json(const rg_trainer *t) {
   cJSON_AddNumberToObject(o, "optimizer_steps", (double)rg_optimizer_steps(t->opt));
   cJSON_AddStringToObject(o, "rng", rng);
   cJSON_AddNumberToObject(o, "utility_cursor", (double)t->utility_cursor);
+  if (t->zero) { /* what the shard files need to be read back (train_state.h) */
+    char run[24];
+    snprintf(run, sizeof run, "%016llx", (unsigned long long)t->run_id);
+    cJSON_AddNumberToObject(o, "zero", rg_zero_stage(t->zero));
+    cJSON_AddNumberToObject(o, "zero_ranks", rg_zero_ranks(t->zero));
+    cJSON_AddStringToObject(o, "zero_run", run);
+  }
   cJSON_AddItemToObject(o, "pool", pool);
   /* each value as a %.17g string, which strtod reads back to the same
    * double: the rows of train_log.csv before a resume come out byte for
@@ -415,6 +446,27 @@ static int push_log(rg_trainer *t, const log_row *r) {
   return 0;
 }
 
+/* ZeRO: the state's shards must be of this run's stage and ranks (a state
+ * of other ranks is refused, not re-partitioned: see docs/training.md);
+ * this rank's shard of the moments is read. */
+static int restore_zero(rg_trainer *t, const cJSON *meta, const char *what) {
+  const cJSON *stage = cJSON_GetObjectItemCaseSensitive(meta, "zero");
+  const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(meta, "zero_ranks");
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(meta, "zero_run");
+  const int W = rg_zero_ranks(t->zero), sp = t->cfg.sp;
+  if (!cJSON_IsNumber(stage) || !cJSON_IsNumber(ranks) || !cJSON_IsString(run))
+    return rg_error_set("%s: no ZeRO shards (zero, zero_ranks, zero_run): a state of a run with zero = 0", what);
+  if (stage->valueint != rg_zero_stage(t->zero) || ranks->valueint != W)
+    return rg_error_set("%s: its ZeRO-%d shards are of %d data-parallel ranks and this run has %d: resume with mpirun "
+                        "-np %d (sp %d); refgeo does not re-partition a state",
+                        what, stage->valueint, ranks->valueint, W, ranks->valueint * sp, sp);
+  char *end = NULL;
+  errno = 0;
+  t->run_id = strtoull(run->valuestring, &end, 16);
+  if (errno || *end) return rg_error_set("%s: zero_run \"%s\" is not a hex number", what, run->valuestring);
+  return rg_train_state_load_shard(t->run_dir, t->step, t->opt, t->run_id);
+}
+
 static int restore_meta(rg_trainer *t, const cJSON *meta, const char *what) {
   const cJSON *step = cJSON_GetObjectItemCaseSensitive(meta, "step");
   const cJSON *opt_steps = cJSON_GetObjectItemCaseSensitive(meta, "optimizer_steps");
@@ -432,6 +484,7 @@ static int restore_meta(rg_trainer *t, const cJSON *meta, const char *what) {
   t->utility_cursor = (long)cursor->valuedouble;
   rg_optimizer_set_steps(t->opt, (long)opt_steps->valuedouble);
   if (rg_pool_from_json(&t->pool, t->m, t->data, cJSON_GetObjectItemCaseSensitive(meta, "pool"), what) < 0) return -1;
+  if (t->zero && restore_zero(t, meta, what) < 0) return -1;
   const cJSON *row;
   cJSON_ArrayForEach(row, log) {
     log_row r = {0};
@@ -448,7 +501,27 @@ static int restore_meta(rg_trainer *t, const cJSON *meta, const char *what) {
   return 0;
 }
 
+/* Whether every rank of the world got RC 0; a rank that did gets an error
+ * naming the first that did not. */
+static int all_ranks_ok(rg_trainer *t, int rc, const char *what) {
+  const int P = rg_comm_size(t->world);
+  int *all = malloc((size_t)P * sizeof *all);
+  if (!all) return rg_error_set("out of memory");
+  if (rg_comm_allgather_int(t->world, all, rc < 0) < 0) rc = -1;
+  for (int r = 0; rc == 0 && r < P; r++)
+    if (all[r]) rc = rg_error_set("%s: rank %d failed (its own message says why)", what, r);
+  free(all);
+  return rc;
+}
+
 static int save_state(rg_trainer *t) {
+  if (t->zero) { /* the writer makes the state's folder; one rank per shard writes it there; then the writer ends it */
+    int rc = t->writer ? rg_train_state_begin(t->run_dir, t->step) : 0;
+    if (all_ranks_ok(t, rc, "saving the training state") < 0) return -1;
+    if (!t->sp || rg_comm_rank(t->sp) == 0) rc = rg_train_state_save_shard(t->run_dir, t->step, t->opt, t->run_id);
+    if (all_ranks_ok(t, rc, "saving the ZeRO shards of the training state") < 0) return -1;
+    if (!t->writer) return 0;
+  }
   cJSON *meta = meta_json(t);
   if (!meta) return rg_error_set("out of memory");
   const int rc = rg_train_state_save(t->run_dir, t->step, t->w, t->opt, meta);
@@ -548,6 +621,14 @@ static int write_checkpoint(rg_trainer *t) {
 
 /* ---------------------------------------------------------------- plan */
 
+/* ZeRO's part of PLAN: its buffers (counted under the optimizer's tag with
+ * the moments' shards) as a line of their own. */
+static void plan_zero(rg_train_plan *plan, const rg_zero *z) {
+  plan->zero = rg_zero_stage(z);
+  plan->zero_buffers = rg_zero_bytes(z);
+  plan->moments -= plan->zero_buffers;
+}
+
 /* The plan of CFG (borrowed: its strings stay the caller's) with recompute
  * policy R, into PLAN (device fields set): the steps of rg_trainer_open
  * that allocate, each under its own tag, on a plan backend. */
@@ -559,6 +640,13 @@ static int plan_policy(const rg_train_config *cfg, int r, rg_train_plan *plan) {
   t->plan = plan;
   t->lock_fd = -1;
   int rc = t->cfg.sp > 1 && !(t->sp = rg_comm_plan(t->cfg.sp)) ? -1 : 0;
+  /* ZeRO's shards are of the data-parallel groups the plan's ranks make */
+  const int groups = plan->ranks > t->cfg.sp ? plan->ranks / t->cfg.sp : 1;
+  if (rc == 0 && t->cfg.zero > 0 && groups < 2)
+    rc = rg_error_set("zero: %d shards over data-parallel groups, and %d ranks with sp %d make one (plan with --ranks N, "
+                      "N a multiple of %d from %d)",
+                      t->cfg.zero, plan->ranks > 1 ? plan->ranks : 1, t->cfg.sp, t->cfg.sp, 2 * t->cfg.sp);
+  if (rc == 0 && t->cfg.zero > 0 && !(t->dp = rg_comm_plan(groups))) rc = -1;
   if (rc == 0 && !(t->m = rg_train_plan_model(plan, t->cfg.model))) rc = -1;
   if (rc == 0) rc = open_weights(t);
   if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_SESSIONS);
@@ -566,6 +654,7 @@ static int plan_policy(const rg_train_config *cfg, int r, rg_train_plan *plan) {
   if (rc == 0) rg_plan_set_tag(rg_weights_backend(t->w), RG_PLAN_TAG_OPTIMIZER);
   if (rc == 0) rc = open_optimizer(t);
   if (rc == 0) rc = rg_train_plan_fill(plan, &t->cfg, t->w, t->train, t->cand, t->gcg_train, t->g);
+  if (rc == 0 && t->zero) plan_zero(plan, t->zero);
   memset(&t->cfg, 0, sizeof t->cfg); /* borrowed */
   rg_trainer_free(t);
   return rc;
@@ -642,6 +731,41 @@ int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_
   return rc;
 }
 
+void rg_trainer_plan_compare(const rg_train_config *cfg, const rg_train_plan *device, char *note, size_t note_len) {
+  const double gib = 1024.0 * 1024 * 1024;
+  const int ranks = device->ranks > cfg->sp ? device->ranks : cfg->sp, groups = ranks / cfg->sp;
+  size_t at = 0;
+  note[0] = '\0';
+  at += (size_t)snprintf(note + at, note_len - at, "per rank on %s, %s mode unless LoRA:\n", device->device, cfg->mode);
+  for (int k = 0; k < 4 && at < note_len; k++) {
+    rg_train_config c = *cfg; /* borrowed strings: plan_policy leaves them */
+    rg_train_plan p = *device;
+    char line[160], skip[32] = "";
+    if (k < 3) {
+      c.zero = k;
+      snprintf(line, sizeof line, "zero %d, %d ranks (%d data-parallel groups)", k, ranks, groups);
+      if (k > 0 && groups < 2) snprintf(skip, sizeof skip, "needs 2 groups or more");
+    } else {
+      c.zero = 0;
+      c.mode = (char *)"lora"; /* borrowed, as the config's own strings are */
+      c.sp = 1;
+      p.ranks = 1;
+      snprintf(line, sizeof line, "LoRA (rank %d, %s), one rank", cfg->lora_rank, cfg->lora_targets);
+    }
+    char why[256] = "";
+    int rc = skip[0] ? -1 : c.recompute < 0 ? resolve_recompute(&c, &p, why, sizeof why) : plan_policy(&c, c.recompute, &p);
+    const double need = (double)p.total, left = p.capacity - need;
+    if (skip[0])
+      at += (size_t)snprintf(note + at, note_len - at, "  %-52s %s\n", line, skip);
+    else if (rc < 0)
+      at += (size_t)snprintf(note + at, note_len - at, "  %-52s %s\n", line, rg_error_get());
+    else
+      at += (size_t)snprintf(note + at, note_len - at, "  %-52s %8.2f GiB  %s %.2f GiB\n", line, need / gib,
+                             left >= 0 ? "fits, margin" : "does not fit, short by", left >= 0 ? left / gib : -left / gib);
+    rg_error_clear();
+  }
+}
+
 /* ---------------------------------------------------------------- open */
 
 /* Under mpirun: the world, its sequence-parallel and data-parallel groups
@@ -654,6 +778,10 @@ static int open_ranks(rg_trainer *t) {
   const char *launched = getenv("OMPI_COMM_WORLD_SIZE");
   t->writer = true;
   t->n_groups = 1;
+  if (!launched && t->cfg.zero > 0)
+    return rg_error_set("zero: %d shards over data-parallel ranks, and this process was not started by mpirun (mpirun "
+                        "-np %d or more)",
+                        t->cfg.zero, 2 * sp);
   if (!launched)
     return sp == 1 ? 0 : rg_error_set("sp: %d needs mpirun -np %d (this process was not started by mpirun)", sp, sp);
   if (!(t->world = rg_comm_mpi_world(600))) return -1;
@@ -668,6 +796,10 @@ static int open_ranks(rg_trainer *t) {
     return rg_error_set("grad_accum: %d micro-batches per update do not share out over %d data-parallel groups (%d "
                         "ranks / sp %d): make grad_accum a multiple of %d",
                         accum, t->n_groups, P, sp, t->n_groups);
+  if (t->cfg.zero > 0 && t->n_groups < 2)
+    return rg_error_set("zero: %d shards over data-parallel groups, and %d rank%s with sp %d make%s one: mpirun -np %d or "
+                        "more",
+                        t->cfg.zero, P, P == 1 ? "" : "s", sp, P == 1 ? "s" : "", 2 * sp);
   if (P == 1) return 0;
   rg_comm *across = NULL, *in = rg_comm_split(t->world, sp, &across);
   if (!in) return -1;
@@ -685,7 +817,23 @@ static int open_device_comms(rg_trainer *t) {
   if (!t->world || strcmp(rg_backend_name(be), "cpu") == 0) return 0;
   if (!(t->world_dev = rg_comm_nccl(t->world, be, 600))) return -1;
   if (t->sp && !(t->sp_dev = rg_comm_nccl(t->sp, be, 600))) return -1;
+  if (t->cfg.zero > 0 && t->dp && !(t->dp_dev = rg_comm_nccl(t->dp, be, 600))) return -1;
   return 0;
+}
+
+/* ZeRO: the run's id in its shard files, drawn by rank 0 (from the clock and
+ * its process id: another run differs) and given to every rank. */
+static int draw_run_id(rg_trainer *t) {
+  const uint64_t mine = rg_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock());
+  const int P = rg_comm_size(t->world);
+  int *lo = malloc(2 * (size_t)P * sizeof *lo), *hi = lo + P;
+  int rc = lo ? 0 : rg_error_set("out of memory");
+  if (rc == 0 && (rg_comm_allgather_int(t->world, lo, (int)(uint32_t)mine) < 0 ||
+                  rg_comm_allgather_int(t->world, hi, (int)(uint32_t)(mine >> 32)) < 0))
+    rc = -1;
+  if (rc == 0) t->run_id = (uint64_t)(uint32_t)lo[0] | (uint64_t)(uint32_t)hi[0] << 32;
+  free(lo);
+  return rc;
 }
 
 rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resume) {
@@ -705,6 +853,7 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   if (rc == 0 && t->cfg.recompute < 0) { /* auto: what this machine's memory per rank fits */
     rg_train_plan plan = {0};
     rc = rg_train_plan_device(&plan, "cpu");
+    plan.ranks = t->world ? rg_comm_size(t->world) : 1;
     if (rc == 0) rc = resolve_recompute(&t->cfg, &plan, t->recompute_note, sizeof t->recompute_note);
   }
   /* the writer checks and makes the run dir; the other ranks only read it */
@@ -738,6 +887,10 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
     rc = rg_pool_init(&t->pool, t->m, t->data, t->cfg.pool_size, &t->rng);
     if (rc == 0 && t->writer) rc = rg_train_state_tidy(t->run_dir, -1);
   }
+  /* a rank that failed (to read its ZeRO shard, say) must not leave the
+   * others waiting at the next collective: every rank arrives here */
+  if (t->world && t->cfg.zero > 0) rc = all_ranks_ok(t, rc, "opening the run");
+  if (rc == 0 && t->zero && latest < 0) rc = draw_run_id(t);
   if (rc == 0 && !resume && t->writer) rc = write_config(t);
   if (rc < 0) {
     rg_trainer_free(t);
@@ -750,7 +903,10 @@ void rg_trainer_free(rg_trainer *t) {
   if (!t) return;
   rg_pool_free(&t->pool);
   rg_optimizer_free(t->opt);
+  rg_zero_free(t->zero);
   rg_grads_free(t->g);
+  for (int i = 0; t->pending.suffix && i < t->cfg.cases_per_step; i++) free(t->pending.suffix[i]);
+  free(t->pending.cases), free(t->pending.suffix), free(t->pending.utility);
   rg_session_free(t->cand);
   rg_session_free(t->gcg_train);
   rg_session_free(t->train);
@@ -768,6 +924,7 @@ void rg_trainer_free(rg_trainer *t) {
   rg_train_config_free(&t->cfg);
   /* last, NCCL's before the MPI ones they borrow: a broken MPI communicator ends the job */
   rg_comm_free(t->sp_dev);
+  rg_comm_free(t->dp_dev);
   rg_comm_free(t->world_dev);
   rg_comm_free(t->sp);
   rg_comm_free(t->dp);
@@ -827,6 +984,45 @@ static int micro_batch(rg_trainer *t, int k, bool reset, update_sums *u) {
   return rc;
 }
 
+/* The forward and backward passes of one micro-batch of this rank's group. */
+static int train_batch(rg_trainer *t, const rg_r2d2_case *cases, const rg_utility_example *const *utility, update_sums *u) {
+  const rg_train_config *c = &t->cfg;
+  /* accelerate divides each micro-batch's loss by the accumulation steps */
+  const float scale = 1.0f / (float)c->grad_accum;
+  const rg_r2d2_loss_opts lo = {.w_utility = (float)c->w_utility * scale,
+                                .w_away = (float)c->w_away * scale,
+                                .w_toward = (float)c->w_toward * scale,
+                                .away_log_p_min = (float)c->away_threshold};
+  rg_r2d2_losses L;
+  int n_tokens = 0;
+  if (rg_r2d2_accumulate(&t->stepper, cases, c->cases_per_step, utility, c->utility_per_step, &lo, t->g, &L, &n_tokens) < 0)
+    return rg_error_prefix("training batch of step %ld", t->step + 1);
+  u->utility += L.utility;
+  u->away += L.away;
+  u->toward += L.toward;
+  u->total += c->w_utility * L.utility + c->w_away * L.away + c->w_toward * L.toward;
+  u->tokens += n_tokens;
+  return 0;
+}
+
+/* ZeRO-2: this rank's micro-batch of the round, kept until the round's end
+ * with copies of its suffixes. */
+static int hold(rg_trainer *t, const rg_r2d2_case *cases, const rg_utility_example *const *utility) {
+  const rg_train_config *c = &t->cfg;
+  for (int i = 0; i < c->cases_per_step; i++) {
+    const size_t n = cases[i].n_suffix > 0 ? (size_t)cases[i].n_suffix : 1;
+    int32_t *copy = realloc(t->pending.suffix[i], n * sizeof *copy);
+    if (!copy) return rg_error_set("out of memory");
+    memcpy(copy, cases[i].suffix, (size_t)cases[i].n_suffix * sizeof *copy);
+    t->pending.suffix[i] = copy;
+    t->pending.cases[i] = cases[i];
+    t->pending.cases[i].suffix = copy;
+  }
+  for (int i = 0; i < c->utility_per_step; i++) t->pending.utility[i] = utility[i];
+  t->pending.held = true;
+  return 0;
+}
+
 static int micro_batch_with(rg_trainer *t, int k, bool reset, update_sums *u, int *order, rg_r2d2_case *cases) {
   const rg_train_config *c = &t->cfg;
   if (reset) {
@@ -851,23 +1047,15 @@ static int micro_batch_with(rg_trainer *t, int k, bool reset, update_sums *u, in
   const rg_utility_example *utility[c->utility_per_step > 0 ? c->utility_per_step : 1];
   for (int i = 0; i < c->utility_per_step; i++)
     if (!(utility[i] = next_utility(t))) return rg_error_set("out of memory");
+  if (t->pending.cases) { /* ZeRO-2: the round's micro-batches trained together, at its end */
+    if (k % t->n_groups == t->group && hold(t, cases, utility) < 0) return -1;
+    if (k % t->n_groups != t->n_groups - 1) return 0;
+    if (!t->pending.held) return rg_error_set("ZeRO-2: no micro-batch of this rank in the round ending at %d", k);
+    t->pending.held = false;
+    return train_batch(t, t->pending.cases, t->pending.utility, u);
+  }
   if (k % t->n_groups != t->group) return 0; /* another group's */
-  /* accelerate divides each micro-batch's loss by the accumulation steps */
-  const float scale = 1.0f / (float)c->grad_accum;
-  const rg_r2d2_loss_opts lo = {.w_utility = (float)c->w_utility * scale,
-                                .w_away = (float)c->w_away * scale,
-                                .w_toward = (float)c->w_toward * scale,
-                                .away_log_p_min = (float)c->away_threshold};
-  rg_r2d2_losses L;
-  int n_tokens = 0;
-  if (rg_r2d2_accumulate(&t->stepper, cases, c->cases_per_step, utility, c->utility_per_step, &lo, t->g, &L, &n_tokens) < 0)
-    return rg_error_prefix("training batch of step %ld", t->step + 1);
-  u->utility += L.utility;
-  u->away += L.away;
-  u->toward += L.toward;
-  u->total += c->w_utility * L.utility + c->w_away * L.away + c->w_toward * L.toward;
-  u->tokens += n_tokens;
-  return 0;
+  return train_batch(t, cases, utility, u);
 }
 
 static int sum_over_groups(rg_comm *dp, update_sums *u) {
@@ -890,6 +1078,7 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
   const double t0 = rg_now_seconds();
   update_sums u = {0};
   rg_grads_zero(t->g);
+  if (t->zero) rg_zero_begin(t->zero);
   /* HarmBench resets at the top of micro-step reset_every * grad_accum - 1
    * (ATU:872-878): the last micro-batch of every reset_every-th update */
   const bool reset_update = c->reset_every > 0 && (t->step + 1) % c->reset_every == 0;
@@ -897,7 +1086,9 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
     if (micro_batch(t, k, reset_update && k == c->grad_accum - 1, &u) < 0) return -1;
   /* each rank's share of the update's gradient; the losses of each
    * group's micro-batches (which its ranks all hold) */
-  if (t->world && rg_grads_allreduce(t->g, t->world_dev ? t->world_dev : t->world) < 0) return -1;
+  const int stage = t->zero ? rg_zero_stage(t->zero) : 0;
+  if (t->world && stage < 2 && rg_grads_allreduce(t->g, t->world_dev ? t->world_dev : t->world) < 0) return -1;
+  if (stage == 2 && rg_zero_end_grads(t->zero) < 0) return -1;
   if (t->dp && sum_over_groups(t->dp, &u) < 0) return -1;
   const double lr = learning_rate(t);
   double norm = 0;
@@ -941,7 +1132,9 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
     /* state before checkpoint: a kill between them resumes at this step
      * and writes the missing checkpoint (write_checkpoint skips a whole one) */
     const bool save = is_save_step(t, t->step);
-    if (w && (save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) return -1;
+    /* with ZeRO every rank writes its shard */
+    if ((w || t->zero) && (save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0)
+      return -1;
     if (w && save && write_checkpoint(t) < 0) return -1;
   }
   rg_progress_end(&prog);

@@ -59,6 +59,12 @@ int rg_trainer_run(rg_trainer *t, FILE *progress);
  * with the error set (with auto: nothing fits). */
 int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_t note_len);
 
+/* The closing note of a plan: CFG (borrowed) planned on DEVICE's device
+ * and ranks (rg_train_plan device fields and ranks) with zero = 0, 1 and
+ * 2, and in LoRA mode on one rank, one line each with the total per rank
+ * and whether it fits (and by how much), into NOTE. */
+void rg_trainer_plan_compare(const rg_train_config *cfg, const rg_train_plan *device, char *note, size_t note_len);
+
 /* Updates done so far. */
 long rg_trainer_step(const rg_trainer *t);
 

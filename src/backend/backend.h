@@ -96,6 +96,10 @@ typedef struct {
   double lr, beta1, beta2, eps, weight_decay;
   long step;        /* 1, 2, ...: the bias corrections use it */
   float grad_scale; /* the clipping coefficient the gradient is scaled by */
+  /* Elements [offset, offset + count) of the weight only (count 0: all of
+   * it), with grad, m and v holding those elements from their index 0: a
+   * ZeRO shard's piece of a parameter (adv_ft/zero.h). */
+  size_t offset, count;
 } rg_adamw_step;
 
 /* ---------------------------------------------------------------- the table
@@ -174,6 +178,7 @@ typedef struct rg_backend_iface {
   /* training */
   int (*sum_squares)(rg_backend *be, const rg_buf *b, double *out);
   void (*adamw)(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st);
+  int (*weight_f32_view)(rg_backend *be, rg_bweight *w, rg_buf *view);
 } rg_backend_iface;
 
 struct rg_backend {
@@ -454,11 +459,22 @@ static inline void rg_op_unlikelihood(rg_backend *be, rg_buf *losses, rg_buf *dl
 static inline int rg_op_sum_squares(rg_backend *be, const rg_buf *b, double *out) {
   return be->iface->sum_squares(be, b, out);
 }
+/* *VIEW = a float32 weight's (rg_bweight_make_f32) values as a buffer of
+ * rows * cols floats that the buffer operations (rg_buf_copy) and the
+ * collectives (dist/comm.h) read and write in place: what ZeRO's
+ * all-gather of the updated shards writes into. The view is not a buffer
+ * of its own (never rg_buf_free it). 0, or -1 with the error set (not a
+ * float32 weight). */
+static inline int rg_bweight_f32_view(rg_backend *be, rg_bweight *w, rg_buf *view) {
+  return be->iface->weight_f32_view(be, w, view);
+}
 /* One AdamW step on a float32 weight (rg_bweight_make_f32) with its gradient
  * and moment buffers (all rows * cols floats), elementwise, as
  * torch.optim.AdamW (foreach=False) computes it:
  *   g = grad * grad_scale;  p -= lr * wd * p;  m = b1 m + (1-b1) g;
- *   v = b2 v + (1-b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+ *   v = b2 v + (1-b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * With st->count > 0, on elements [st->offset, st->offset + st->count) of
+ * the weight, grad, m and v holding st->count floats. */
 static inline void rg_op_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v,
                                const rg_adamw_step *st) {
   be->iface->adamw(be, param, grad, m, v, st);

@@ -178,6 +178,13 @@ static int plan_weight_download(rg_backend *be, const rg_bweight *bw, float *dst
 
 static int plan_weight_upload(rg_backend *be, rg_bweight *w, const float *src) { return 0; }
 
+/* a view of no memory: a plan runs no operation on it */
+static int plan_weight_f32_view(rg_backend *be, rg_bweight *bw, rg_buf *view) {
+  const plan_weight *w = (const plan_weight *)bw;
+  *view = (rg_buf){.n = (size_t)w->rows * (size_t)w->cols, .data = NULL};
+  return 0;
+}
+
 /* ---------------------------------------------------------------- operations: none */
 
 static void plan_batch_set(rg_backend *be, rg_batch *b, const int32_t *ids, const int *seq, const int *pos, int n) {}
@@ -251,7 +258,7 @@ static void plan_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg
     .rope_backward = plan_rope_backward, .swiglu_backward = plan_swiglu_backward,                                  \
     .attention_backward = plan_attention_backward, .kv_store_backward = plan_kv_store_backward,                    \
     .cross_entropy = plan_cross_entropy, .unlikelihood = plan_unlikelihood, .sum_squares = plan_sum_squares,       \
-    .adamw = plan_adamw,                                                                                           \
+    .adamw = plan_adamw, .weight_f32_view = plan_weight_f32_view,                                                  \
   }
 
 static const rg_backend_iface PLAN_CPU_IFACE = PLAN_IFACE("plan-cpu");

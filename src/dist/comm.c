@@ -36,6 +36,16 @@ static int self_alltoallv(rg_comm *c, float *recv, const int *recv_counts, const
   return 0;
 }
 
+static int self_reduce_scatter_block(rg_comm *c, float *mine, const float *all, size_t count) {
+  if (all != mine) memmove(mine, all, count * sizeof *mine);
+  return 0;
+}
+
+static int self_allgather(rg_comm *c, float *all, const float *mine, size_t count) {
+  if (all != mine) memmove(all, mine, count * sizeof *all);
+  return 0;
+}
+
 static int self_allreduce_sum(rg_comm *c, float *x, size_t n) { return 0; }
 static int self_allreduce_sum_f64(rg_comm *c, double *x, int n) { return 0; }
 
@@ -48,6 +58,8 @@ static const rg_comm_iface SELF_IFACE = {
     .allgatherv = self_allgatherv,
     .reduce_scatterv = self_reduce_scatterv,
     .alltoallv = self_alltoallv,
+    .reduce_scatter_block = self_reduce_scatter_block,
+    .allgather = self_allgather,
     .allreduce_sum = self_allreduce_sum,
     .allreduce_sum_f64 = self_allreduce_sum_f64,
 };
@@ -72,6 +84,8 @@ static int plan_reduce_scatterv(rg_comm *c, float *mine, const float *all, const
 static int plan_alltoallv(rg_comm *c, float *recv, const int *recv_counts, const float *send, const int *send_counts) {
   return plan_refuse();
 }
+static int plan_reduce_scatter_block(rg_comm *c, float *mine, const float *all, size_t count) { return plan_refuse(); }
+static int plan_allgather(rg_comm *c, float *all, const float *mine, size_t count) { return plan_refuse(); }
 static int plan_allreduce_sum(rg_comm *c, float *x, size_t n) { return plan_refuse(); }
 static int plan_allreduce_sum_f64(rg_comm *c, double *x, int n) { return plan_refuse(); }
 
@@ -84,6 +98,8 @@ static const rg_comm_iface PLAN_IFACE = {
     .allgatherv = plan_allgatherv,
     .reduce_scatterv = plan_reduce_scatterv,
     .alltoallv = plan_alltoallv,
+    .reduce_scatter_block = plan_reduce_scatter_block,
+    .allgather = plan_allgather,
     .allreduce_sum = plan_allreduce_sum,
     .allreduce_sum_f64 = plan_allreduce_sum_f64,
 };

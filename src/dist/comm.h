@@ -49,6 +49,8 @@ typedef struct rg_comm_iface {
   int (*allgatherv)(rg_comm *c, float *all, const int *counts, const float *mine);
   int (*reduce_scatterv)(rg_comm *c, float *mine, const float *all, const int *counts);
   int (*alltoallv)(rg_comm *c, float *recv, const int *recv_counts, const float *send, const int *send_counts);
+  int (*reduce_scatter_block)(rg_comm *c, float *mine, const float *all, size_t count);
+  int (*allgather)(rg_comm *c, float *all, const float *mine, size_t count);
   int (*allreduce_sum)(rg_comm *c, float *x, size_t n);
   int (*allreduce_sum_f64)(rg_comm *c, double *x, int n);
 } rg_comm_iface;
@@ -117,6 +119,18 @@ static inline int rg_comm_reduce_scatterv(rg_comm *c, float *mine, const float *
 static inline int rg_comm_alltoallv(rg_comm *c, float *recv, const int *recv_counts, const float *send,
                                     const int *send_counts) {
   return c->iface->alltoallv(c, recv, recv_counts, send, send_counts);
+}
+/* The same with COUNT floats per rank (MPI_Reduce_scatter_block,
+ * ncclReduceScatter): ALL holds size * COUNT floats; MINE (COUNT floats,
+ * not inside ALL) becomes the sum over ranks of block rank. ZeRO's
+ * gradient shards (adv_ft/zero.h). */
+static inline int rg_comm_reduce_scatter_block(rg_comm *c, float *mine, const float *all, size_t count) {
+  return c->iface->reduce_scatter_block(c, mine, all, count);
+}
+/* ALL (size * COUNT floats) = every rank's COUNT floats of MINE in rank
+ * order (MPI_Allgather, ncclAllGather); MINE may be ALL's own block. */
+static inline int rg_comm_allgather(rg_comm *c, float *all, const float *mine, size_t count) {
+  return c->iface->allgather(c, all, mine, count);
 }
 /* x = the sum over ranks of x, in place (n floats). */
 static inline int rg_comm_allreduce_sum(rg_comm *c, float *x, size_t n) { return c->iface->allreduce_sum(c, x, n); }

@@ -136,6 +136,42 @@ static int mpi_alltoallv(rg_comm *cc, float *recv, const int *recv_counts, const
   return rc;
 }
 
+/* Equal blocks (comm.h), in pieces of at most RG_COMM_PIECE_FLOATS floats
+ * per rank, so that MPI's scratch stays bounded as allreduce's does: piece
+ * j of every block is one MPI_Ireduce_scatter_block on a packed copy
+ * (SCRATCH) of those pieces, unless one piece is the whole block. */
+static int mpi_reduce_scatter_block(rg_comm *cc, float *mine, const float *all, size_t count) {
+  mpi_comm *c = mpi(cc);
+  const int P = c->base.size;
+  const size_t most = count < (size_t)RG_COMM_PIECE_FLOATS ? count : (size_t)RG_COMM_PIECE_FLOATS;
+  float *scratch = most < count ? malloc((size_t)P * most * sizeof *scratch) : NULL;
+  if (most < count && !scratch) return rg_error_set("MPI reduce_scatter_block: out of memory");
+  int rc = 0;
+  for (size_t at = 0; rc == 0 && at < count; at += most) {
+    const size_t piece = count - at < most ? count - at : most;
+    const float *send = all;
+    if (scratch) {
+      for (int r = 0; r < P; r++) memcpy(scratch + (size_t)r * piece, all + (size_t)r * count + at, piece * sizeof *all);
+      send = scratch;
+    }
+    MPI_Request req;
+    rc = started(c, MPI_Ireduce_scatter_block(send, mine + at, (int)piece, MPI_FLOAT, op_sum_f32, c->mc, &req), &req,
+                 "reduce_scatter_block");
+  }
+  free(scratch);
+  return rc;
+}
+
+static int mpi_allgather(rg_comm *cc, float *all, const float *mine, size_t count) {
+  mpi_comm *c = mpi(cc);
+  if (count > INT_MAX) return rg_error_set("MPI allgather: %zu floats exceed an int count", count);
+  const bool in_place = mine == all + (size_t)c->base.rank * count;
+  MPI_Request req;
+  return started(c, MPI_Iallgather(in_place ? MPI_IN_PLACE : mine, (int)count, MPI_FLOAT, all, (int)count, MPI_FLOAT,
+                                   c->mc, &req),
+                 &req, "allgather");
+}
+
 /* In-place all-reduce of N elements of SIZE bytes in pieces of at most
  * RG_COMM_PIECE_FLOATS elements (comm.h: that bounds MPI's scratch): each
  * piece is cut into one block per rank, reduced onto its rank, then
@@ -201,6 +237,8 @@ static const rg_comm_iface MPI_IFACE = {
     .allgatherv = mpi_allgatherv,
     .reduce_scatterv = mpi_reduce_scatterv,
     .alltoallv = mpi_alltoallv,
+    .reduce_scatter_block = mpi_reduce_scatter_block,
+    .allgather = mpi_allgather,
     .allreduce_sum = mpi_allreduce_sum,
     .allreduce_sum_f64 = mpi_allreduce_sum_f64,
 };

@@ -34,6 +34,8 @@ static struct {
   ncclResult_t (*abort)(ncclComm_t);
   ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *);
   ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
@@ -56,6 +58,7 @@ static int open_nccl(void) {
   } syms[] = {{(void **)&nccl.get_unique_id, "ncclGetUniqueId"}, {(void **)&nccl.init_rank, "ncclCommInitRank"},
               {(void **)&nccl.destroy, "ncclCommDestroy"},      {(void **)&nccl.abort, "ncclCommAbort"},
               {(void **)&nccl.async_error, "ncclCommGetAsyncError"}, {(void **)&nccl.all_reduce, "ncclAllReduce"},
+              {(void **)&nccl.reduce_scatter, "ncclReduceScatter"}, {(void **)&nccl.all_gather, "ncclAllGather"},
               {(void **)&nccl.broadcast, "ncclBroadcast"},      {(void **)&nccl.reduce, "ncclReduce"},
               {(void **)&nccl.send, "ncclSend"},                {(void **)&nccl.recv, "ncclRecv"},
               {(void **)&nccl.group_start, "ncclGroupStart"},   {(void **)&nccl.group_end, "ncclGroupEnd"},
@@ -161,6 +164,18 @@ static int nccl_alltoallv(rg_comm *cc, float *recv, const int *recv_counts, cons
   return finish(c, r != ncclSuccess ? r : end, "all-to-all");
 }
 
+/* Equal blocks: NCCL's own collectives (ncclAllGather is in place when
+ * MINE is ALL's block of this rank, as NCCL documents). */
+static int nccl_reduce_scatter_block(rg_comm *cc, float *mine, const float *all, size_t count) {
+  nccl_comm *c = nc_of(cc);
+  return finish(c, nccl.reduce_scatter(all, mine, count, ncclFloat32, ncclSum, c->nc, stream_of(c)), "reduce-scatter");
+}
+
+static int nccl_allgather(rg_comm *cc, float *all, const float *mine, size_t count) {
+  nccl_comm *c = nc_of(cc);
+  return finish(c, nccl.all_gather(mine, all, count, ncclFloat32, c->nc, stream_of(c)), "all-gather");
+}
+
 static int nccl_allreduce_sum(rg_comm *cc, float *x, size_t n) {
   nccl_comm *c = nc_of(cc);
   return finish(c, nccl.all_reduce(x, x, n, ncclFloat32, ncclSum, c->nc, stream_of(c)), "all-reduce");
@@ -168,7 +183,8 @@ static int nccl_allreduce_sum(rg_comm *cc, float *x, size_t n) {
 
 static const rg_comm_iface NCCL_IFACE = {
     "nccl",           nccl_free,       nccl_split,           nccl_allgather_int, nccl_allgatherv_int, nccl_allgatherv,
-    nccl_reduce_scatterv, nccl_alltoallv, nccl_allreduce_sum, nccl_allreduce_sum_f64,
+    nccl_reduce_scatterv, nccl_alltoallv, nccl_reduce_scatter_block, nccl_allgather, nccl_allreduce_sum,
+    nccl_allreduce_sum_f64,
 };
 
 extern "C" rg_comm *rg_comm_nccl(rg_comm *host, rg_backend *be, double timeout_s) {

@@ -29,6 +29,9 @@ struct rg_grads {
   rg_buf *tok_embd, *out_norm, *lm_head; /* lm_head == tok_embd when tied */
   int n;                                 /* entries: the weights' parameters, in their order */
   rg_buf **bufs;
+  bool *borrowed; /* NULL, or per entry: bufs[i] is another entry's (rg_grads_new_per_block) */
+  int (*hook)(void *ctx, int block);
+  void *hook_ctx;
 };
 
 /* ---------------------------------------------------------------- rg_grads */
@@ -42,7 +45,25 @@ static void find_grad(rg_grads *g, const rg_bweight *w, rg_buf **slot) {
     if (ws->params[i] == w) *slot = g->bufs[i];
 }
 
-rg_grads *rg_grads_new(rg_session *s) {
+static rg_grads *grads_new(rg_session *s, bool per_block);
+
+rg_grads *rg_grads_new(rg_session *s) { return grads_new(s, false); }
+rg_grads *rg_grads_new_per_block(rg_session *s) { return grads_new(s, true); }
+
+/* Per block: the entry of parameter k of block 0 that entry i (parameter
+ * k of its block) shares, or -1 (block 0 itself, outside the blocks, or
+ * another size). */
+static int shared_entry(const rg_weights *w, int i, const int *block) {
+  if (block[i] <= 0) return -1;
+  int k = 0;
+  for (int j = 0; j < i; j++) k += block[j] == block[i];
+  for (int j = 0; j < w->n_params; j++)
+    if (block[j] == 0 && k-- == 0)
+      return rg_tensor_nelems(w->tensors[j]) == rg_tensor_nelems(w->tensors[i]) ? j : -1;
+  return -1;
+}
+
+static rg_grads *grads_new(rg_session *s, bool per_block) {
   if (!s->train) {
     rg_error_set("gradients need a training session (rg_session_opts.train)");
     return NULL;
@@ -57,12 +78,27 @@ rg_grads *rg_grads_new(rg_session *s) {
     return NULL;
   }
   g->s = s;
-  for (; g->n < n; g->n++)
-    if (!(g->bufs[g->n] = rg_buf_new(s->be, (size_t)rg_tensor_nelems(w->tensors[g->n])))) {
+  int *block = per_block ? malloc((size_t)(n ? n : 1) * sizeof *block) : NULL;
+  if (per_block && (!block || !(g->borrowed = calloc((size_t)(n ? n : 1), sizeof *g->borrowed)))) {
+    free(block);
+    rg_grads_free(g);
+    rg_error_set("gradients: out of memory");
+    return NULL;
+  }
+  for (int i = 0; per_block && i < n; i++) block[i] = rg_weights_param_block(w, i);
+  for (; g->n < n; g->n++) {
+    const int shared = per_block ? shared_entry(w, g->n, block) : -1;
+    if (shared >= 0) {
+      g->bufs[g->n] = g->bufs[shared];
+      g->borrowed[g->n] = true;
+    } else if (!(g->bufs[g->n] = rg_buf_new(s->be, (size_t)rg_tensor_nelems(w->tensors[g->n])))) {
+      free(block);
       rg_error_prefix("gradients");
       rg_grads_free(g);
       return NULL;
     }
+  }
+  free(block);
   for (int l = 0; l < L; l++) {
     const layer_w *W = &w->lw[l];
     layer_g *G = &g->lg[l];
@@ -89,16 +125,33 @@ rg_grads *rg_grads_new(rg_session *s) {
   return g;
 }
 
+static bool owns(const rg_grads *g, int i) { return !g->borrowed || !g->borrowed[i]; }
+
 void rg_grads_free(rg_grads *g) {
   if (!g) return;
-  for (int i = 0; i < g->n; i++) rg_buf_free(g->s->be, g->bufs[i]);
+  for (int i = 0; i < g->n; i++)
+    if (owns(g, i)) rg_buf_free(g->s->be, g->bufs[i]);
   free(g->lg);
   free(g->bufs);
+  free(g->borrowed);
   free(g);
 }
 
 void rg_grads_zero(rg_grads *g) {
-  for (int i = 0; i < g->n; i++) rg_buf_zero(g->s->be, g->bufs[i], 0, g->bufs[i]->n);
+  for (int i = 0; i < g->n; i++)
+    if (owns(g, i)) rg_buf_zero(g->s->be, g->bufs[i], 0, g->bufs[i]->n);
+}
+
+void rg_grads_set_block_hook(rg_grads *g, int (*hook)(void *ctx, int block), void *ctx) {
+  g->hook = hook;
+  g->hook_ctx = ctx;
+}
+
+size_t rg_grads_bytes(const rg_grads *g) {
+  size_t total = 0;
+  for (int i = 0; i < g->n; i++)
+    if (owns(g, i)) total += g->bufs[i]->n * sizeof(float);
+  return total;
 }
 
 int rg_grads_count(const rg_grads *g) { return g->n; }
@@ -275,6 +328,7 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
   for (int l = c->n_layers - 1; l >= 0; l--) {
     if (s->recompute && rg_session_rerun_block(s, l) < 0) return rg_error_prefix("backward");
     if (backward_layer(s, l, g ? &g->lg[l] : &no_grads) < 0) return rg_error_prefix("backward");
+    if (g && g->hook && g->hook(g->hook_ctx, l) < 0) return rg_error_prefix("backward");
   }
   /* A batch on top of cached tokens (input gradient only) left gradients
    * in the cache rows of those tokens, which kv_store_backward does not
@@ -288,6 +342,7 @@ int rg_session_backward(rg_session *s, rg_grads *g, float *d_embed) {
     }
 
   if (g && g->tok_embd) rg_op_embed_backward(be, g->tok_embd, t->dx, s->batch, d); /* frozen under LoRA */
+  if (g && g->hook && g->hook(g->hook_ctx, -1) < 0) return rg_error_prefix("backward");
   t->have_dlogits = false; /* one backward per loss */
   if (d_embed ? rg_buf_download(be, t->dx, 0, d_embed, (size_t)n * d) : rg_backend_status(be)) return rg_error_prefix("backward");
   return 0;

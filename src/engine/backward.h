@@ -41,6 +41,24 @@ rg_grads *rg_grads_new(rg_session *s);
 void rg_grads_free(rg_grads *g);
 void rg_grads_zero(rg_grads *g);
 
+/* Gradients whose transformer blocks share one block's buffers (parameter
+ * k of every block is parameter k of block 0, where their sizes agree):
+ * for a caller that takes each block's gradient away as soon as its
+ * backward is done (rg_grads_set_block_hook) and leaves those buffers zero,
+ * as ZeRO-2 does (adv_ft/zero.h). The embedding, the final norm and an
+ * untied head keep buffers of their own. NULL with the error set. */
+rg_grads *rg_grads_new_per_block(rg_session *s);
+
+/* rg_session_backward calls HOOK(CTX, l) after the backward of block l
+ * (from the last block down; every parameter gradient of block l is then
+ * complete for this pass) and HOOK(CTX, -1) at its end (the embedding, the
+ * final norm and the head); a hook returning -1 fails the backward. NULL
+ * removes it. Only a backward with parameter gradients calls it. */
+void rg_grads_set_block_hook(rg_grads *g, int (*hook)(void *ctx, int block), void *ctx);
+
+/* Backend bytes of the gradient buffers (a shared buffer once). */
+size_t rg_grads_bytes(const rg_grads *g);
+
 /* The parameters, in the weights' order: count, the tensor of entry i (its
  * Hugging Face name is tensor->name), its gradient buffer on the backend,
  * and that gradient downloaded to out[rg_tensor_nelems(tensor)] in the

@@ -211,6 +211,19 @@ bool rg_weights_trainable(const rg_weights *w) { return w->trainable; }
 int rg_weights_count(const rg_weights *w) { return w->n_params; }
 const rg_tensor *rg_weights_tensor(const rg_weights *w, int i) { return w->tensors[i]; }
 rg_bweight *rg_weights_param(rg_weights *w, int i) { return w->params[i]; }
+int rg_weights_param_block(const rg_weights *w, int i) {
+  const rg_bweight *p = w->params[i];
+  for (int l = 0; l < w->m->cfg.n_layers; l++) {
+    const layer_w *L = &w->lw[l];
+    const rg_bweight *const own[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv,
+                                     L->ffn_norm, L->w_gate, L->w_up, L->w_down};
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+      if (own[k] == p) return l;
+    for (int m = 0; m < LORA_MODULES; m++)
+      if (L->lora[m].a == p || L->lora[m].b == p) return l;
+  }
+  return -1;
+}
 int rg_weights_download(const rg_weights *w, int i, float *out) { return rg_bweight_download(w->be, w->params[i], out); }
 int rg_weights_upload(rg_weights *w, int i, const float *in) {
   if (!w->trainable) return rg_error_set("weights: %s is not trainable", w->tensors[i]->name);

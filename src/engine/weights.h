@@ -96,6 +96,9 @@ bool rg_weights_trainable(const rg_weights *w);
 int rg_weights_count(const rg_weights *w);
 const rg_tensor *rg_weights_tensor(const rg_weights *w, int i);
 rg_bweight *rg_weights_param(rg_weights *w, int i);
+/* The transformer block parameter i belongs to (0 .. n_layers - 1), or -1
+ * for the embedding, the final norm and an untied head. */
+int rg_weights_param_block(const rg_weights *w, int i);
 /* Parameter i's current values as float32 into out[nelems]. Returns 0 or -1. */
 int rg_weights_download(const rg_weights *w, int i, float *out);
 /* Sets parameter i of trainable weights to in[nelems] (a run resumed from

@@ -330,6 +330,12 @@ static int cpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
   return cpu_status(be);
 }
 
+static int cpu_weight_f32_view(rg_backend *be, rg_bweight *w, rg_buf *view) {
+  if (!w->owned) return rg_error_set("%s: not a float32 weight of its own", w->t->name ? w->t->name : "(tensor)");
+  *view = (rg_buf){.n = (size_t)w->rows * (size_t)w->cols, .data = w->owned};
+  return 0;
+}
+
 /* ---------------------------------------------------------------- matmul */
 
 /* Every thread of the OpenMP team multiplies its own slice with a
@@ -559,6 +565,7 @@ static const rg_backend_iface CPU_IFACE = {
     .cross_entropy = cpu_cross_entropy,
     .unlikelihood = cpu_unlikelihood,
     .sum_squares = cpu_sum_squares,
+    .weight_f32_view = cpu_weight_f32_view,
     .adamw = cpu_adamw,
 };
 

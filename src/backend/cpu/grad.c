@@ -249,10 +249,10 @@ int cpu_sum_squares(rg_backend *be, const rg_buf *b, double *out) {
 }
 
 void cpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st) {
-  const size_t n = (size_t)param->rows * (size_t)param->cols;
-  if (!param->owned || grad->n < n || m->n < n || v->n < n) {
+  const size_t whole = (size_t)param->rows * (size_t)param->cols, n = st->count ? st->count : whole;
+  if (!param->owned || st->offset > whole || n > whole - st->offset || grad->n < n || m->n < n || v->n < n) {
     cpu_fail(be, "adamw: %s is not a writable f32 weight of %zu floats with gradient and moments",
-             param->t->name ? param->t->name : "(tensor)", n);
+             param->t->name ? param->t->name : "(tensor)", st->offset + n);
     return;
   }
   const double bc1 = 1 - pow(st->beta1, (double)st->step), bc2 = 1 - pow(st->beta2, (double)st->step);
@@ -262,7 +262,7 @@ void cpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m,
    * 9.9998713e-4, which made sqrt(v) 6.4e-6 low (test_r2d2_update) */
   const float one_b1 = (float)(1 - st->beta1), one_b2 = (float)(1 - st->beta2);
   const float scale = st->grad_scale;
-  float *p = param->owned, *md = m->data, *vd = v->data;
+  float *p = param->owned + st->offset, *md = m->data, *vd = v->data;
   const float *g = grad->data;
   param->split = false; /* products read the copy from now on, not the file's blocks */
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n > PAR_MIN)

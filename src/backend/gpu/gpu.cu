@@ -267,6 +267,12 @@ static int gpu_weight_upload(rg_backend *be, rg_bweight *w, const float *src) {
   return gpu_status(be);
 }
 
+static int gpu_weight_f32_view(rg_backend *be, rg_bweight *w, rg_buf *view) {
+  if (!w->f32) return rg_error_set("%s: not a float32 weight (rg_bweight_make_f32)", tensor_name(w->t));
+  *view = rg_buf{(size_t)w->rows * (size_t)w->cols, w->f32};
+  return 0;
+}
+
 /* ---------------------------------------------------------------- lifetime */
 
 static void gpu_free(rg_backend *be) {
@@ -325,6 +331,7 @@ static const rg_backend_iface GPU_IFACE = {
     gpu_unlikelihood,
     gpu_sum_squares,
     gpu_adamw,
+    gpu_weight_f32_view,
 };
 
 extern "C" int rg_gpu_device_count(void) {

@@ -401,14 +401,14 @@ __global__ static void adamw_kernel(float *p, const float *g, float *m, float *v
 }
 
 void gpu_adamw(rg_backend *be, rg_bweight *param, const rg_buf *grad, rg_buf *m, rg_buf *v, const rg_adamw_step *st) {
-  const size_t n = (size_t)param->rows * (size_t)param->cols;
-  if (!param->f32 || grad->n < n || m->n < n || v->n < n) {
+  const size_t whole = (size_t)param->rows * (size_t)param->cols, n = st->count ? st->count : whole;
+  if (!param->f32 || st->offset > whole || n > whole - st->offset || grad->n < n || m->n < n || v->n < n) {
     gpu_fail(be, "adamw: %s is not a float32 weight of %zu floats with gradient and moments",
-             param->t->name ? param->t->name : "(tensor)", n);
+             param->t->name ? param->t->name : "(tensor)", st->offset + n);
     return;
   }
   const double bc1 = 1 - pow(st->beta1, (double)st->step), bc2 = 1 - pow(st->beta2, (double)st->step);
-  RG_LAUNCH(adamw_kernel, gpu_blocks(n), GPU_THREADS, 0, stream(be), param->f32, grad->data, m->data, v->data, n,
+  RG_LAUNCH(adamw_kernel, gpu_blocks(n), GPU_THREADS, 0, stream(be), param->f32 + st->offset, grad->data, m->data, v->data, n,
             st->grad_scale, (float)st->beta1, (float)st->beta2, (float)(1 - st->beta1), (float)(1 - st->beta2),
             (float)(st->lr / bc1), (float)(1 - st->lr * st->weight_decay), (float)sqrt(bc2), (float)st->eps);
   gpu_check(be, "adamw");
