@@ -515,7 +515,7 @@ static void test_verdict_rules(void **state) {
                            {.step = 250, .status = RG_STEP_BELOW_NULL, .layer = 3, .layer_lo = NAN, .layer_hi = NAN}};
   rg_verdict_decide(one, 2, 24, &b, &v);
   assert_string_equal(v.verdict, "undetermined");
-  assert_non_null(strstr(v.reason, "nothing beats the null at 1"));
+  assert_string_equal(v.reason, "a carrier at 1 of 2 steps (step 250: nothing beats the null): a move needs two");
   /* Lan et al.'s claims on the moved series (steps 0, 50, 250) */
   rg_lan_claim c[RG_LAN_CLAIMS];
   rg_verdict_decide(moved, 3, 24, &b, &v);

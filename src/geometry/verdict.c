@@ -26,6 +26,21 @@ static int overlap(const rg_verdict_step *a, const rg_verdict_step *b) {
   return !(a->layer_hi < b->layer_lo || b->layer_hi < a->layer_lo);
 }
 
+/* "a carrier at C of N steps (step 0: no refusal to carry; step 4: none
+ * admissible): a move needs two", each step without a carrier named with
+ * its status (cut with "..." where the buffer ends). */
+static void undetermined_by_step(const rg_verdict_step *s, int n, int carriers, char *buf, size_t len) {
+  int at = snprintf(buf, len, "a carrier at %d of %d steps (", carriers, n);
+  for (int i = 0, first = 1; i < n && at < (int)len; i++) {
+    if (s[i].status == RG_STEP_CARRIER) continue;
+    at += snprintf(buf + at, len - (size_t)at, "%sstep %ld: %s", first ? "" : "; ", s[i].step,
+                   rg_step_status_name(s[i].status));
+    first = 0;
+  }
+  if (at < (int)len) snprintf(buf + at, len - (size_t)at, "): a move needs two");
+  else if (len > 4) memcpy(buf + len - 4, "...", 4);
+}
+
 void rg_verdict_decide(const rg_verdict_step *s, int n, int n_layers, const rg_depth_thresholds *bands,
                        rg_verdict *out) {
   *out = (rg_verdict){.verdict = "undetermined", .from_step = -1, .to_step = -1, .from_band = "", .to_band = ""};
@@ -38,11 +53,7 @@ void rg_verdict_decide(const rg_verdict_step *s, int n, int n_layers, const rg_d
     if (count[RG_STEP_NO_REFUSAL] == n)
       snprintf(out->reason, sizeof out->reason, "no refusal to carry at any of the %d steps", n);
     else
-      snprintf(out->reason, sizeof out->reason,
-               "a carrier at %d of %d steps (nothing beats the null at %d, none admissible at %d, no refusal to "
-               "carry at %d): a move needs two",
-               count[RG_STEP_CARRIER], n, count[RG_STEP_BELOW_NULL], count[RG_STEP_NONE_ADMISSIBLE],
-               count[RG_STEP_NO_REFUSAL]);
+      undetermined_by_step(s, n, count[RG_STEP_CARRIER], out->reason, sizeof out->reason);
     if (ref >= 0) out->from_step = s[ref].step;
     return;
   }
