@@ -99,8 +99,15 @@ int rg_step_prompts_fit(const rg_weights *w, rg_acts_reader *rd, long step, cons
   /* room for a reply, or for a sequence score's strings after the prompt */
   const int extra = plan->reply_tokens > RG_MAX_REFUSAL_TOKENS ? plan->reply_tokens : RG_MAX_REFUSAL_TOKENS;
   if (rg_context_len(&m->cfg, max_len, extra, &ctx) < 0) goto end;
-  /* a sequence score reads a row per string token: 2 x 16 per prompt at most */
-  rg_session_opts so = {.max_logit_rows = PROBE_BATCH * 2 * RG_MAX_REFUSAL_TOKENS};
+  /* a sequence score reads a row per string token (2 x 16 per prompt at
+   * most), the tokens score one per prompt; rows of a large vocabulary are
+   * capped at 128 MiB (a call then takes fewer prompts) */
+  rg_session_opts so = {0};
+  if (seq_mode) {
+    const long long cap = ((long long)128 << 20) / ((long long)m->cfg.vocab_size * (long long)sizeof(float));
+    so.max_logit_rows = PROBE_BATCH * 2 * RG_MAX_REFUSAL_TOKENS;
+    if (so.max_logit_rows > cap) so.max_logit_rows = cap > RG_MAX_REFUSAL_TOKENS ? (int)cap : RG_MAX_REFUSAL_TOKENS;
+  }
   if (!(s = rg_session_new(w, PROBE_BATCH, ctx, &so))) goto end;
   int32_t stop[2];
   if (rg_prompt_template(m, chat_template && *chat_template ? chat_template : NULL, &t) < 0) goto end;
