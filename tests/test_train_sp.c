@@ -65,34 +65,6 @@ static const char CONFIG[] = "[model]\n"
                              "max_case_tokens = 400\n"
                              "max_utility_tokens = 128\n";
 
-/* Runs "[mpirun -np NP] refgeo ARGS" (NP 0: no mpirun); its exit status,
- * stdout and stderr together into *out. */
-static int run(int np, const char *args, char **out) {
-  char cmd[4096];
-  if (np > 0)
-    snprintf(cmd, sizeof cmd, "%s --oversubscribe -np %d %s %s 2>&1", t_env("REFGEO_MPIRUN"), np, t_env("REFGEO_BIN"),
-             args);
-  else
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", t_env("REFGEO_BIN"), args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; (got = fread(buf + n, 1, cap - n - 1, p)) > 0;)
-    if ((n += got) + 1 == cap) buf = realloc(buf, cap *= 2);
-  buf[n] = '\0';
-  const int status = pclose(p);
-  *out = buf;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static char *fresh_dir(const char *name) {
-  char *d = t_tmp_path(name), cmd[1024];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  assert_int_equal(system(cmd), 0);
-  return d;
-}
-
 static char *config_path(void) {
   char text[4096];
   snprintf(text, sizeof text, CONFIG, g_model);
@@ -101,9 +73,9 @@ static char *config_path(void) {
 
 /* A run into a new REFGEO_TMP/NAME; fails the test if it fails. */
 static char *train(const char *name, int np, const char *more) {
-  char *cfg = config_path(), *dir = fresh_dir(name), args[2048], *out;
+  char *cfg = config_path(), *dir = t_fresh_tmp_dir(name), args[2048], *out;
   snprintf(args, sizeof args, "train --config '%s' --out '%s' %s", cfg, dir, more);
-  if (run(np, args, &out) != 0) fail_msg("%s: %s", args, out);
+  if (t_run_ranks(np, args, &out) != 0) fail_msg("%s: %s", args, out);
   free(out), free(cfg);
   return dir;
 }
@@ -175,9 +147,9 @@ static void test_same_as_one_process(void **state) {
 
 /* Exit 1, and every rank's error line names the problem. */
 static void refused(int np, const char *more, const char *want) {
-  char *cfg = config_path(), *dir = fresh_dir("train_sp_bad"), args[2048], *out;
+  char *cfg = config_path(), *dir = t_fresh_tmp_dir("train_sp_bad"), args[2048], *out;
   snprintf(args, sizeof args, "train --config '%s' --out '%s' %s", cfg, dir, more);
-  const int rc = run(np, args, &out);
+  const int rc = t_run_ranks(np, args, &out);
   print_message("np %d %s: exit %d: %s", np, more, rc, strstr(out, "refgeo") ? strstr(out, "refgeo") : out);
   assert_true(rc != 0);
   int lines = 0;

@@ -78,39 +78,6 @@ static const char CONFIG[] = "[model]\n"
                              "max_case_tokens = 400\n"
                              "max_utility_tokens = 128\n";
 
-/* Runs "[mpirun -np NP] refgeo ARGS" (NP 0: no mpirun; a string PREFIX
- * replaces "-np NP refgeo" when given); exit status, output into *out. */
-static int run_cmd(const char *launch, const char *args, char **out) {
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "%s %s < /dev/null 2>&1", launch, args); /* mpirun forwards stdin */
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; (got = fread(buf + n, 1, cap - n - 1, p)) > 0;)
-    if ((n += got) + 1 == cap) buf = realloc(buf, cap *= 2);
-  buf[n] = '\0';
-  const int status = pclose(p);
-  *out = buf;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static int run(int np, const char *args, char **out) {
-  char launch[2048];
-  if (np > 0)
-    snprintf(launch, sizeof launch, "%s --oversubscribe -np %d %s", t_env("REFGEO_MPIRUN"), np, t_env("REFGEO_BIN"));
-  else
-    snprintf(launch, sizeof launch, "%s", t_env("REFGEO_BIN"));
-  return run_cmd(launch, args, out);
-}
-
-static char *fresh_dir(const char *name) {
-  char *d = t_tmp_path(name), cmd[1024];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  assert_int_equal(system(cmd), 0);
-  return d;
-}
-
 static char *config_path(void) {
   char text[4096];
   snprintf(text, sizeof text, CONFIG, g_model);
@@ -118,9 +85,9 @@ static char *config_path(void) {
 }
 
 static char *train(const char *name, int np, const char *more) {
-  char *cfg = config_path(), *dir = fresh_dir(name), args[2048], *out;
+  char *cfg = config_path(), *dir = t_fresh_tmp_dir(name), args[2048], *out;
   snprintf(args, sizeof args, "train --config '%s' --out '%s' %s", cfg, dir, more);
-  if (run(np, args, &out) != 0) fail_msg("%s: %s", args, out);
+  if (t_run_ranks(np, args, &out) != 0) fail_msg("%s: %s", args, out);
   free(out), free(cfg);
   return dir;
 }
@@ -197,25 +164,25 @@ static void said(int rc, const char *out, const char *want, int lines, const cha
 
 /* Runs ARGS on NP ranks, into *out, and checks it as said() does. */
 static void refused(int np, const char *args, char **out, const char *want, int lines, const char *what) {
-  const int rc = run(np, args, out);
+  const int rc = t_run_ranks(np, args, out);
   said(rc, *out, want, lines, what);
 }
 
 static void test_resume_after_kill(void **state) {
   char *whole = train("train_zero_whole", 2, "--zero 2");
-  char *cfg = config_path(), *dir = fresh_dir("train_zero_killed"), args[2048], launch[8192], *out;
+  char *cfg = config_path(), *dir = t_fresh_tmp_dir("train_zero_killed"), args[2048], launch[8192], *out;
   /* rank 1 killed in the first micro-batch of update 3 (after its GCG) */
   snprintf(args, sizeof args, "train --config '%s' --out '%s' --zero 2", cfg, dir);
-  snprintf(launch, sizeof launch, "%s --oversubscribe -np 1 %s %s : -np 1 env REFGEO_KILL_AT=update:9 %s",
-           t_env("REFGEO_MPIRUN"), t_env("REFGEO_BIN"), args, t_env("REFGEO_BIN"));
-  const int rc = run_cmd(launch, args, &out);
+  snprintf(launch, sizeof launch, "%s --oversubscribe -np 1 %s %s : -np 1 env REFGEO_KILL_AT=update:9 %s %s",
+           t_env("REFGEO_MPIRUN"), t_env("REFGEO_BIN"), args, t_env("REFGEO_BIN"), args);
+  const int rc = t_run_shell(launch, &out);
   print_message("killed run: exit %d\n", rc);
   assert_true(rc != 0);
   free(out);
   char *step5 = rg_path_join(dir, "state/step-5");
   assert_false(rg_is_dir(step5));
   snprintf(args, sizeof args, "train --config '%s' --out '%s' --zero 2 --resume", cfg, dir);
-  if (run(2, args, &out) != 0) fail_msg("resume: %s", out);
+  if (t_run_ranks(2, args, &out) != 0) fail_msg("resume: %s", out);
   free(out);
   size_t na, nb;
   char *a = read_rel(whole, "state/step-5/params.f32", &na), *b = read_rel(dir, "state/step-5/params.f32", &nb);
@@ -239,7 +206,7 @@ static void test_resume_after_kill(void **state) {
 }
 
 static void test_bad_input(void **state) {
-  char *cfg = config_path(), *dir = fresh_dir("train_zero_bad"), args[2048], *out;
+  char *cfg = config_path(), *dir = t_fresh_tmp_dir("train_zero_bad"), args[2048], *out;
   snprintf(args, sizeof args, "train --config '%s' --out '%s' --zero 3", cfg, dir);
   refused(2, args, &out, "zero: 3 is not 0, 1 or 2", 2, "zero 3");
   free(out);

@@ -235,3 +235,40 @@ void t_session_free(rg_session *s) {
   rg_session_free(s);
   rg_weights_free(w);
 }
+
+int t_run_shell(const char *cmd, char **out) {
+  char *line = malloc(strlen(cmd) + 32);
+  assert_non_null(line);
+  sprintf(line, "%s < /dev/null 2>&1", cmd);
+  FILE *p = popen(line, "r");
+  free(line);
+  assert_non_null(p);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  for (size_t got; (got = fread(buf + n, 1, cap - n - 1, p)) > 0;)
+    if ((n += got) + 1 == cap) {
+      buf = realloc(buf, cap *= 2);
+      assert_non_null(buf);
+    }
+  buf[n] = '\0';
+  const int status = pclose(p);
+  *out = buf;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int t_run_ranks(int np, const char *args, char **out) {
+  char cmd[8192];
+  if (np > 0)
+    snprintf(cmd, sizeof cmd, "%s --oversubscribe -np %d %s %s", t_env("REFGEO_MPIRUN"), np, t_env("REFGEO_BIN"), args);
+  else
+    snprintf(cmd, sizeof cmd, "%s %s", t_env("REFGEO_BIN"), args);
+  return t_run_shell(cmd, out);
+}
+
+char *t_fresh_tmp_dir(const char *name) {
+  char *d = t_tmp_path(name), cmd[4096];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  assert_int_equal(system(cmd), 0);
+  return d;
+}

@@ -41,6 +41,17 @@ unsigned long long t_fnv1a64(const char *s);
  * malloc'd stdout / stderr (either pointer may be NULL if not wanted). */
 int t_run_cli(const char *args, char **out, char **err);
 
+/* Runs "[$REFGEO_MPIRUN --oversubscribe -np NP] $REFGEO_BIN ARGS" (NP 0:
+ * no mpirun) with stdin from /dev/null (mpirun forwards it); returns the
+ * exit status (128 when it did not exit) and stdout and stderr together,
+ * malloc'd, in *out. */
+int t_run_ranks(int np, const char *args, char **out);
+/* The same for the shell command line CMD as given. */
+int t_run_shell(const char *cmd, char **out);
+
+/* REFGEO_TMP/NAME, removed if it exists (malloc'd path; not created). */
+char *t_fresh_tmp_dir(const char *name);
+
 /* The tiny Hugging Face model NAME of tests/fixtures/hf_tiny as a malloc'd
  * directory path. No weights are committed: on first use in a process the
  * model is written under REFGEO_TMP/hf_tiny-PID/NAME by `refgeo
