@@ -14,6 +14,14 @@
  * reporting the complete steps as skipped. Its activations must equal the
  * uninterrupted run's byte for byte (h5dump binary output), as must the
  * prompt texts and token ids (h5dump text), and no temp file may be left.
+ *
+ * A full disk: the capture runs under a file-size limit (ulimit -f, with
+ * SIGXFSZ ignored, so a write past it fails with EFBIG as one past a full
+ * disk fails with ENOSPC) that the new file fits in and step 0 does not.
+ * It must exit 1 with one line naming the file, leave no temp file and a
+ * valid file with no complete step, and a rerun without the limit must
+ * complete the step. (HDF5 1.10 segfaulted at exit after such a failed
+ * write: see rg_h5_init.)
  */
 #include <signal.h>
 #include <stdio.h>
@@ -76,10 +84,8 @@ static char *capture_args(const char *manifest, const char *h5) {
 /* Runs "strace ... $REFGEO_BIN ARGS" with SIGKILL injected at the WHEN-th
  * call of SYSCALL; requires that the capture died of it, and returns its
  * stderr. strace ends itself with its tracee's signal. */
-static char *run_killed_at(const char *args, const char *syscall, int when, const char *err_path) {
-  char cmd[16384];
-  snprintf(cmd, sizeof cmd, "exec strace -f -qq -o /dev/null -e trace=%s -e inject=%s:signal=KILL:when=%d %s %s 2>'%s' >/dev/null",
-           syscall, syscall, when, t_env("REFGEO_BIN"), args, err_path);
+/* Runs CMD with /bin/sh; returns its wait status. */
+static int run_sh(const char *cmd) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
@@ -88,6 +94,14 @@ static char *run_killed_at(const char *args, const char *syscall, int when, cons
   }
   int status;
   assert_int_equal(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+static char *run_killed_at(const char *args, const char *syscall, int when, const char *err_path) {
+  char cmd[16384];
+  snprintf(cmd, sizeof cmd, "exec strace -f -qq -o /dev/null -e trace=%s -e inject=%s:signal=KILL:when=%d %s %s 2>'%s' >/dev/null",
+           syscall, syscall, when, t_env("REFGEO_BIN"), args, err_path);
+  int status = run_sh(cmd);
   char *err = rg_read_file(err_path, NULL);
   assert_non_null(err);
   /* The process must really have been killed, not have finished: otherwise
@@ -146,6 +160,17 @@ static void perturb(const char *out, int seed) {
   char *err = NULL;
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("perturb: %s", err);
   free(err);
+}
+
+static void assert_no_temp_files(const char *h5) {
+  for (int s = -1; s < N_STEPS; s++) {
+    char tmp[8192];
+    if (s < 0)
+      snprintf(tmp, sizeof tmp, "%s.tmp", h5);
+    else
+      snprintf(tmp, sizeof tmp, "%s.step_%ld.h5.tmp", h5, STEPS[s]);
+    if (rg_path_exists(tmp)) fail_msg("%s left behind", tmp);
+  }
 }
 
 static void test_kill_and_resume(void **state) {
@@ -212,21 +237,46 @@ static void test_kill_and_resume(void **state) {
       assert_same_dump(a, ref, h5);
     }
   }
-  for (int s = -1; s < N_STEPS; s++) {
-    char tmp[8192];
-    if (s < 0)
-      snprintf(tmp, sizeof tmp, "%s.tmp", h5);
-    else
-      snprintf(tmp, sizeof tmp, "%s.step_%ld.h5.tmp", h5, STEPS[s]);
-    if (rg_path_exists(tmp)) fail_msg("%s left behind", tmp);
-  }
+  assert_no_temp_files(h5);
   free(ref_args), free(args);
   free(p1), free(manifest), free(ref), free(h5), free(err_path);
+}
+
+static void test_disk_full(void **state) {
+  (void)state;
+  char *manifest = dir_path("base.csv"), *h5 = dir_path("full.h5"), *err_path = dir_path("full-stderr.txt");
+  char csv[4096];
+  snprintf(csv, sizeof csv, "step,path\n0,%s\n", t_env("REFGEO_MODEL"));
+  assert_int_equal(rg_write_file_atomic(manifest, csv, strlen(csv)), 0);
+  unlink(h5);
+  char *args = capture_args(manifest, h5);
+  /* 64 blocks (32 KiB in dash's 512-byte units, 64 KiB in bash's) hold the
+   * new file (6 KiB) but not step 0 (the activations of 4 prompts alone are
+   * 4 x 30 layers x 5 positions x 576 floats, 1.4 MB before compression) */
+  char cmd[16384];
+  snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 64; exec %s %s 2>'%s' >/dev/null", t_env("REFGEO_BIN"), args,
+           err_path);
+  int status = run_sh(cmd);
+  char *err = rg_read_file(err_path, NULL);
+  assert_non_null(err);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+    fail_msg("capture past the file-size limit: wait status %d, want exit 1:\n%s", status, err);
+  char *nl = strchr(err, '\n');
+  if (!nl || nl[1] != '\0' || !strstr(err, "full.h5")) fail_msg("want one line naming the file, got:\n%s", err);
+  free(err);
+  check_valid(h5, 0);
+  assert_no_temp_files(h5);
+  if (t_run_cli(args, NULL, &err) != 0) fail_msg("capture after the failed one: %s", err);
+  free(err);
+  check_valid(h5, 1);
+  assert_no_temp_files(h5);
+  free(args), free(manifest), free(h5), free(err_path);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kill_and_resume),
+      cmocka_unit_test(test_disk_full),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,7 +85,7 @@ rg_acts_file *rg_acts_open(const char *path, const rg_acts_meta *meta) {
     rg_error_set("%s: bad activation shape (%d layers, d_model %d)", path, meta->n_layers, meta->d_model);
     return NULL;
   }
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported through rg_error, not printed */
+  rg_h5_init();
   rg_acts_file *f = calloc(1, sizeof *f);
   if (!f || !(f->path = strdup(path))) {
     free(f);

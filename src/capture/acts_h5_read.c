@@ -103,7 +103,7 @@ static int cmp_long(const void *a, const void *b) {
 /* ---------------------------------------------------------------- open */
 
 rg_acts_reader *rg_acts_reader_open(const char *path) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors go through rg_error, not stderr */
+  rg_h5_init();
   rg_acts_reader *r = calloc(1, sizeof *r);
   if (!r || !(r->path = strdup(path))) {
     free(r);

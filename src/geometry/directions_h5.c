@@ -54,7 +54,7 @@ static int write_step(hid_t file, int n_layers, int n_pos, int d_model, const in
 
 int rg_directions_write(const char *path, int n_layers, int n_pos, int d_model, const rg_directions_step *steps,
                         int n) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors go through rg_error, not stderr */
+  rg_h5_init();
   size_t len = strlen(path) + 5;
   char *tmp = malloc(len);
   int32_t *positions = malloc((size_t)n_pos * sizeof *positions);
@@ -231,7 +231,7 @@ static int read_row(const char *path, hid_t group, int n_layers, int n_pos, int 
 }
 
 int rg_directions_read(const char *path, rg_direction_ref *ref, int d_model, float *out) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  rg_h5_init();
   if (!rg_path_exists(path)) return rg_error_set("%s: no such file", path);
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return rg_error_set("%s: cannot open as HDF5", path);

@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+void rg_h5_init(void) {
+  /* H5dont_atexit counts only before HDF5's first call; refgeo's HDF5 use
+   * all starts here, and a later call does nothing */
+  H5dont_atexit();
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
 hid_t rg_h5_utf8_type(void) {
   hid_t t = H5Tcopy(H5T_C_S1);
   H5Tset_size(t, H5T_VARIABLE);

@@ -10,6 +10,16 @@
 #include <hdf5.h>
 #include <stddef.h>
 
+/* Called before a file is opened or created (every entry point of the
+ * readers and writers does): HDF5's errors go through rg_error, not stderr,
+ * and HDF5 is kept from closing files at process exit. refgeo closes every
+ * file it opens, so that exit handler has nothing left to do but one thing:
+ * HDF5 1.10 (Debian 12 ships 1.10.8) frees a file whose close failed on a
+ * write error, ENOSPC say, yet keeps its id, and its exit handler closes it
+ * again and crashes (HDFGroup/hdf5 PR #2291, HDFFV-11052, fixed in 1.14).
+ * Without the handler the reported error is the outcome. */
+void rg_h5_init(void);
+
 /* A variable-length UTF-8 string type; the caller closes it (H5Tclose). */
 hid_t rg_h5_utf8_type(void);
 
