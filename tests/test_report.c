@@ -449,10 +449,13 @@ static void test_report_notebook(void **state) {
     if (strncmp(svg, want, strlen(want)) != 0) fail_msg("code cell %zu: its SVG is not %s's", n_code, ids[n_code]);
     free(want);
     /* every cell names the run relative to the notebook's folder (nb/): the
-     * run's own CSVs are read below RUN, the folders given outside it by
-     * absolute path */
+     * run's own CSVs are read below RUN, and the small tables of the folders
+     * given outside it (asr/, geo/) are written into the cell, so nothing is
+     * read by absolute path */
     assert_non_null(strstr(source, "RUN = Path(\"../run\")"));
     assert_non_null(strstr(source, "pd.read_csv("));
+    assert_null(strstr(source, "pd.read_csv(\"/"));
+    if (strcmp(ids[n_code], "plot-asr") == 0) assert_non_null(strstr(source, "pd.read_csv(io.StringIO(\"step,"));
     if (strcmp(ids[n_code], "plot-losses") == 0) assert_non_null(strstr(source, "RUN / \"train_log.csv\""));
     n_code++;
   }
@@ -491,8 +494,10 @@ static void test_report_in_browser_and_jupyter(void **state) {
     skip();
   }
   char args[2048], *err = NULL;
+  snprintf(args, sizeof args, "cd %s && mkdir -p ext && cp -r asr geo xstest published.csv ext/", g_root);
+  assert_int_equal(system(args), 0);
   snprintf(args, sizeof args,
-           "%s/run --asr %s/asr --geometry %s/geo --overrefusal %s/xstest --published %s/published.csv "
+           "%s/run --asr %s/ext/asr --geometry %s/ext/geo --overrefusal %s/ext/xstest --published %s/ext/published.csv "
            "--out %s/full.html --notebook --notebook-dir %s/full-nb",
            g_root, g_root, g_root, g_root, g_root, g_root, g_root);
   run_report(args, 0, &err);
@@ -505,6 +510,10 @@ static void test_report_in_browser_and_jupyter(void **state) {
            "plot-cos-step0=5 plot-bypass=5 plot-losses=20",
            g_root, g_root);
   run_check(python, "../check/check_report_browser.py", args);
+  /* The notebook runs with only the run directory: the copies of the
+   * folders given outside it are gone when it executes. */
+  snprintf(args, sizeof args, "rm -r %s/ext", g_root);
+  assert_int_equal(system(args), 0);
   snprintf(args, sizeof args, "%s/full-nb/run.ipynb %s/executed", g_root, g_root);
   run_check(python, "../check/check_notebook.py", args);
   /* The verdict's measures (test_report_verdict_measures' counts), and the

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "report/report_series.h"
 #include "report/svg_heatmap.h"
 #include "report/svg_plot.h"
 #include "util/error.h"
+#include "util/fileio.h"
 
 /* ------------------------------------------------------------ Python text */
 
@@ -31,23 +33,55 @@ static void py_str(FILE *fp, const char *s) {
   fputc('"', fp);
 }
 
+/* A table outside the run directory up to this size is written into the
+ * notebook itself, so that the notebook needs nothing but the run directory
+ * when it is moved or shared (the published curve lives in refgeo's data/,
+ * which the reader may not have). Larger ones are read by absolute path. */
+#define PY_EMBED_MAX (64 * 1024)
+
+/* PATH's bytes when it is a file of at most PY_EMBED_MAX bytes with no NUL,
+ * malloc'd and NUL-terminated; else NULL. */
+static char *small_text_file(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > PY_EMBED_MAX) return NULL;
+  size_t n = 0;
+  char *text = rg_read_file(path, &n);
+  if (text && memchr(text, 0, n)) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
 /* VAR = pd.read_csv(...): RUN / "inner/path" for a CSV below RUN_REAL (the
- * run directory), else PATH made absolute. */
+ * run directory); else the CSV's text itself when small (PY_EMBED_MAX),
+ * else PATH made absolute. */
 static void py_read_csv(FILE *fp, const char *var, const char *path, const char *run_real) {
   char abs[PATH_MAX];
   const char *p = realpath(path, abs) ? abs : path;
   size_t n = run_real ? strlen(run_real) : 0;
-  fprintf(fp, "%s = pd.read_csv(", var);
   if (n > 0 && strncmp(p, run_real, n) == 0 && p[n] == '/') {
-    fputs("RUN / ", fp);
+    fprintf(fp, "%s = pd.read_csv(RUN / ", var);
     py_str(fp, p + n + 1);
-  } else {
-    py_str(fp, p);
+    fputs(")\n", fp);
+    return;
   }
+  char *text = small_text_file(p);
+  if (text) {
+    fputs("# ", fp);
+    for (const char *c = p; *c; c++) fputc((unsigned char)*c < 0x20 ? '?' : *c, fp); /* one comment line */
+    fprintf(fp, ", outside the run directory: its text, as the report read it\n%s = pd.read_csv(io.StringIO(", var);
+    py_str(fp, text);
+    fputs("))\n", fp);
+    free(text);
+    return;
+  }
+  fprintf(fp, "%s = pd.read_csv(", var);
+  py_str(fp, p);
   fputs(")\n", fp);
 }
 
-static const char PY_HEAD[] = "import pandas as pd\nimport matplotlib.pyplot as plt\n\n";
+static const char PY_HEAD[] = "import io\nimport pandas as pd\nimport matplotlib.pyplot as plt\n\n";
 
 /* ------------------------------------------------------------ line plots */
 
