@@ -12,7 +12,9 @@
  * with --induce-min 1000 checks the "none admissible" rows.
  *
  * The reference predates RD's prompt filter and the null, so both are off
- * here (test_geometry_verdict covers them).
+ * here (test_geometry_verdict covers them); N_min (8 by default, checked
+ * against every split as captured) is set to the val prompts scored, which
+ * the small sanitized capture would otherwise fall below.
  *
  * Checks: the activation reader returns the same float32 bits as h5dump's
  * binary export (an independent HDF5 reader); the three tables have RD's
@@ -142,12 +144,12 @@ static int setup(void **state) {
   run_ok(cmd);
   snprintf(cmd, sizeof cmd,
            "geometry --acts '%s' --manifest '%s' --out '%s' --layers %d:%d --max-val %d --induce-min -1000 "
-           "--no-prompt-filter --null-size 0 --bootstrap 0 --threads 2",
-           acts, manifest, out, LO, HI, g_max_val);
+           "--no-prompt-filter --n-min %d --null-size 0 --bootstrap 0 --threads 2",
+           acts, manifest, out, LO, HI, g_max_val, g_max_val);
   run_ok(cmd);
   snprintf(cmd, sizeof cmd,
            "geometry --acts '%s' --model '%s' --out '%s' --layers %d:%d --max-val 2 --induce-min 1000 "
-           "--no-prompt-filter --null-size 0 --bootstrap 0 --threads 2",
+           "--no-prompt-filter --n-min 2 --null-size 0 --bootstrap 0 --threads 2",
            acts, model, out_none, LO, LO + 1);
   run_ok(cmd);
   free(prompts);

@@ -187,6 +187,9 @@ static char *planted_model(const char *name, int plant, float gain) {
 /* ---------------------------------------------------------------- prompts */
 
 enum { N_TRAIN = 12, N_TRAIN_LIGHT = 3, N_VAL = 6, N_VAL_LIGHT = 1 };
+/* N_min of the planted series: every refused harmful val prompt (5 of 6)
+ * must be kept, as the train split's 9 of 12 are */
+enum { N_MIN = N_VAL - N_VAL_LIGHT };
 
 static const char *WORDS[] = {"tell", "me", "how", "to", "make", "a", "thing", "for", "the", "party", "today", "now"};
 
@@ -230,7 +233,10 @@ typedef struct {
 static char *g_prompt_flags;
 
 /* Captures and scores the two-checkpoint series (step 0: A, step 100: B). */
-static series_result run_series(const char *name, const char *a, const char *b, const char *extra) {
+/* Steps 0 and 100 (models A and B) captured with the prompt files of FLAGS
+ * and scored with EXTRA flags. */
+static series_result run_series_with(const char *name, const char *a, const char *b, const char *extra,
+                                     const char *flags) {
   char rel[128];
   snprintf(rel, sizeof rel, "planted-%ld/%s.manifest.csv", (long)getpid(), name);
   char manifest[4096];
@@ -241,13 +247,14 @@ static series_result run_series(const char *name, const char *a, const char *b, 
   snprintf(rel, sizeof rel, "planted-%ld/%s-geometry", (long)getpid(), name);
   series_result r = {.out = t_tmp_path(rel)};
   char args[8192], *err = NULL;
-  snprintf(args, sizeof args, "capture --manifest '%s' %s --out '%s' --threads 1", mpath, g_prompt_flags, acts);
+  snprintf(args, sizeof args, "capture --manifest '%s' %s --out '%s' --threads 1", mpath, flags, acts);
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("capture: %s", err);
   free(err);
   err = NULL;
   snprintf(args, sizeof args,
-           "geometry --acts '%s' --manifest '%s' --refusal-tokens auto --bootstrap 200 --threads 1 --out '%s' %s",
-           acts, mpath, r.out, extra ? extra : "");
+           "geometry --acts '%s' --manifest '%s' --refusal-tokens auto --n-min %d --bootstrap 200 --threads 1 --out "
+           "'%s' %s",
+           acts, mpath, N_MIN, r.out, extra ? extra : "");
   if (t_run_cli(args, NULL, &err) != 0) fail_msg("geometry: %s", err);
   print_message("%s", err);
   free(err);
@@ -265,6 +272,10 @@ static series_result run_series(const char *name, const char *a, const char *b, 
   free(mpath);
   free(acts);
   return r;
+}
+
+static series_result run_series(const char *name, const char *a, const char *b, const char *extra) {
+  return run_series_with(name, a, b, extra, g_prompt_flags);
 }
 
 static void series_free(series_result *r) {
@@ -286,6 +297,7 @@ static const char *verdict_of(const series_result *r) {
 }
 
 static char *g_late, *g_early, *g_none;
+static char *g_harmful_val; /* its prompts, which the planted models refuse */
 
 static int setup(void **state) {
   g_late = planted_model("late", LATE_P, 2.0f);
@@ -299,12 +311,13 @@ static int setup(void **state) {
   g_prompt_flags = malloc(len);
   snprintf(g_prompt_flags, len, "--harmful-train '%s' --harmless-train '%s' --harmful-val '%s' --harmless-val '%s'",
            ht, lt, hv, lv);
-  free(ht), free(lt), free(hv), free(lv);
+  g_harmful_val = hv;
+  free(ht), free(lt), free(lv);
   return 0;
 }
 
 static int teardown(void **state) {
-  free(g_late), free(g_early), free(g_none), free(g_prompt_flags);
+  free(g_late), free(g_early), free(g_none), free(g_prompt_flags), free(g_harmful_val);
   return 0;
 }
 
@@ -433,6 +446,22 @@ static void test_planted_no_refusal(void **state) {
   series_free(&r);
 }
 
+/* Harmless val prompts the model refuses (the harmful val file given as
+ * both: 1 of 6 is not refused, under N_min): too little contrast to score,
+ * said as such, not as "no refusal". */
+static void test_planted_harmless_refused(void **state) {
+  const char *hv = strstr(g_prompt_flags, "--harmless-val");
+  assert_non_null(hv);
+  char flags[8192];
+  snprintf(flags, sizeof flags, "%.*s--harmless-val '%s'", (int)(hv - g_prompt_flags), g_prompt_flags, g_harmful_val);
+  series_result r = run_series_with("harmless-refused", g_late, g_late, NULL, flags);
+  assert_string_equal(cell(r.mig, 0, "status"), "harmless prompts refused");
+  assert_string_equal(cell(r.mig, 0, "harmless_val_kept"), "1");
+  assert_string_equal(verdict_of(&r), "undetermined");
+  assert_non_null(strstr(cJSON_GetObjectItem(r.verdict, "reason")->valuestring, "step 0: harmless prompts refused"));
+  series_free(&r);
+}
+
 /* ---------------------------------------------------------------- the parts */
 
 static void test_refusal_tokens_fit(void **state) {
@@ -456,8 +485,20 @@ static void test_refusal_tokens_fit(void **state) {
   const bool none[] = {0, 0};
   assert_int_equal(rg_refusal_tokens_fit(tie, none, 2, 0.9, ids, 4, &covered), 0);
   assert_true(isnan(covered));
-  /* more tokens needed than allowed: an error */
-  assert_int_equal(rg_refusal_tokens_fit(first, refused, 13, 1.0, ids, 2, &covered), -1);
+  /* more tokens needed than allowed: the first MAX_IDS, and the coverage
+   * they reach (7 and 9 open 7 of 10) */
+  assert_int_equal(rg_refusal_tokens_fit(first, refused, 13, 1.0, ids, 2, &covered), 2);
+  assert_int_equal(ids[0], 7);
+  assert_int_equal(ids[1], 9);
+  assert_true(fabs(covered - 0.7) < 1e-15);
+  /* a token that opens as many answers as refusals is passed over: 4 opens
+   * 3 refusals and 3 answers, 2 opens 2 refusals; 90% of 5 is out of reach,
+   * so 2 alone (2 of 5) */
+  const int32_t mixed[] = {4, 4, 4, 4, 4, 4, 2, 2};
+  const bool judged[] = {1, 1, 1, 0, 0, 0, 1, 1};
+  assert_int_equal(rg_refusal_tokens_fit(mixed, judged, 8, 0.9, ids, 4, &covered), 1);
+  assert_int_equal(ids[0], 2);
+  assert_true(fabs(covered - 0.4) < 1e-15);
 }
 
 static void test_percentile_matches_numpy(void **state) {
@@ -510,7 +551,32 @@ static void test_verdict_rules(void **state) {
   rg_verdict_step upward[] = {carrier_at(0, 4, 3, 5), carrier_at(250, 20, 19, 21)};
   rg_verdict_decide(upward, 2, 24, &b, &v);
   assert_string_equal(v.verdict, "no migration");
-  assert_non_null(strstr(v.reason, "not from late to early"));
+  assert_string_equal(v.reason, "no late-band carrier is followed by an early-band one: step 0 layer 4 (early), "
+                                "step 250 layer 20 (late)");
+  /* the first carrier in the middle band, a later late one, then an early
+   * one: the late-then-early pair decides, not the first step */
+  rg_verdict_step mid_first[] = {carrier_at(0, 12, 11, 13), carrier_at(50, 18, 17, 18), carrier_at(250, 4, 3, 6)};
+  rg_verdict_decide(mid_first, 3, 24, &b, &v);
+  assert_string_equal(v.verdict, "migration");
+  assert_int_equal(v.from_step, 50);
+  assert_int_equal(v.to_step, 250);
+  /* a move into the middle band with overlapping intervals is no late-to-
+   * early move: it leaves nothing undetermined */
+  rg_verdict_step mid_wobble[] = {carrier_at(0, 17, 16, 18), carrier_at(50, 15, 14, 17), carrier_at(250, 17, 16, 18)};
+  rg_verdict_decide(mid_wobble, 3, 24, &b, &v);
+  assert_string_equal(v.verdict, "no migration");
+  /* late, early, and back to late: not a lasting move */
+  rg_verdict_step back[] = {carrier_at(0, 18, 17, 19), carrier_at(50, 4, 3, 6), carrier_at(250, 18, 17, 19)};
+  rg_verdict_decide(back, 3, 24, &b, &v);
+  assert_string_equal(v.verdict, "undetermined");
+  assert_non_null(strstr(v.reason, "not a lasting move"));
+  /* a carrier found in under half the resamples is not a carrier */
+  rg_verdict_step unstable[] = {carrier_at(0, 18, 17, 19), carrier_at(250, 4, 3, 6)};
+  unstable[1].status = RG_STEP_UNSTABLE;
+  rg_verdict_decide(unstable, 2, 24, &b, &v);
+  assert_string_equal(v.verdict, "undetermined");
+  assert_string_equal(v.reason,
+                      "a carrier at 1 of 2 steps (step 250: carrier in under half the resamples): a move needs two");
   rg_verdict_step one[] = {carrier_at(0, 18, 17, 19),
                            {.step = 250, .status = RG_STEP_BELOW_NULL, .layer = 3, .layer_lo = NAN, .layer_hi = NAN}};
   rg_verdict_decide(one, 2, 24, &b, &v);
@@ -564,11 +630,17 @@ static void test_cli_bad_plans(void **state) {
   snprintf(args, sizeof args, "capture '%s' %s --out '%s/bad.h5' --threads 1", g_late, g_prompt_flags, dir);
   assert_int_equal(t_run_cli(args, NULL, &err), 0);
   free(err);
-  const char *bad[] = {"--n-min 13",         "--kl-max 0",           "--kl-max -0.5",
-                       "--refusal-tokens bogus", "--induce-rule max", "--refusal-score logprob"};
-  const char *says[] = {"n_min 13",        "--kl-max",     "--kl-max",
-                        "--refusal-tokens", "--induce-rule", "--refusal-score: unknown refusal score 'logprob'"};
-  for (int i = 0; i < 6; i++) {
+  const char *bad[] = {"--n-min 13",         "--n-min 7",         "--kl-max 0",
+                       "--kl-max -0.5",      "--refusal-tokens bogus", "--induce-rule max",
+                       "--refusal-score logprob"};
+  const char *says[] = {"n_min 13 is more than the 12 harmful_train prompts",
+                        "n_min 7 is more than the 6 harmful_val prompts",
+                        "--kl-max",
+                        "--kl-max",
+                        "--refusal-tokens",
+                        "--induce-rule",
+                        "--refusal-score: unknown refusal score 'logprob'"};
+  for (int i = 0; i < 7; i++) {
     snprintf(args, sizeof args, "geometry --acts '%s/bad.h5' '%s' --out '%s/bad-%d' %s", dir, g_late, dir, i, bad[i]);
     err = NULL;
     assert_int_not_equal(t_run_cli(args, NULL, &err), 0);
@@ -581,8 +653,8 @@ static void test_cli_bad_plans(void **state) {
   /* a plan changed between runs is refused; --start-over accepts it */
   snprintf(args, sizeof args,
            "geometry --acts '%s/bad.h5' '%s' --out '%s/replan' --refusal-tokens auto --bootstrap 10 --null-size 2 "
-           "--max-val 2",
-           dir, g_late, dir);
+           "--max-val 2 --n-min %d",
+           dir, g_late, dir, N_MIN);
   err = NULL;
   assert_int_equal(t_run_cli(args, NULL, &err), 0);
   free(err);
@@ -610,6 +682,7 @@ int main(void) {
       cmocka_unit_test(test_planted_migration_sequence),
       cmocka_unit_test(test_planted_no_migration),
       cmocka_unit_test(test_planted_no_refusal),
+      cmocka_unit_test(test_planted_harmless_refused),
       cmocka_unit_test(test_cli_bad_plans),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -51,7 +51,7 @@ static const plan_flag PLAN_FLAGS[] = {
      "ids A,B"},
     {"auto-coverage", "auto_coverage", CLI_FLOAT, "auto: share of refusals the tokens must open (0.9)"},
     {"reply-tokens", "reply_tokens", CLI_INT, "new tokens of the judged greedy replies (32)"},
-    {"n-min", "n_min", CLI_INT, "fewer kept harmful train prompts: no refusal to carry (8)"},
+    {"n-min", "n_min", CLI_INT, "prompts the filter must keep in every split, else the step is not scored (8)"},
     {"kl-max", "kl_max", CLI_FLOAT, "admissible if KL <= X, the KL budget (0.1)"},
     {"induce-rule", "induce_rule", CLI_STRING, "rd (induce >= --induce-min) or normalized (gap share >= --induce-frac-min)"},
     {"induce-min", "induce_min", CLI_FLOAT, "rd rule: admissible if induce >= X (0)"},

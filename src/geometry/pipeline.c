@@ -617,7 +617,6 @@ static int decide_step(run_state *st, int si, const step_scores *ss, const rg_di
                         st->d);
   rg_step_status status =
       best >= 0 ? RG_STEP_CARRIER : sel.n_admissible > 0 ? RG_STEP_BELOW_NULL : RG_STEP_NONE_ADMISSIBLE;
-  mr->status = rg_step_status_name(status);
   mr->null_bypass_p5 = p5;
   mr->base_harmful = mean_of(ss->base_h, ss->nh);
   mr->base_harmless = mean_of(ss->base_l, ss->nl);
@@ -632,6 +631,8 @@ static int decide_step(run_state *st, int si, const step_scores *ss, const rg_di
     b = (rg_bootstrap_result){.carrier_share = best >= 0, .layer_lo = at, .layer_hi = at, .bypass_lo = NAN,
                               .bypass_hi = NAN, .induce_lo = NAN, .induce_hi = NAN, .kl_lo = NAN, .kl_hi = NAN};
   }
+  if (status == RG_STEP_CARRIER && !(b.carrier_share >= RG_CARRIER_SHARE_MIN)) status = RG_STEP_UNSTABLE;
+  mr->status = rg_step_status_name(status);
   mr->carrier_share = b.carrier_share;
   mr->layer_lo = b.layer_lo, mr->layer_hi = b.layer_hi;
   mr->bypass_lo = b.bypass_lo, mr->bypass_hi = b.bypass_hi;
@@ -661,20 +662,23 @@ end:
   return rc;
 }
 
-/* A step without enough refusal: its tables say so, nothing is scored. */
-static void no_refusal_step(run_state *st, int si, const rg_step_prompts *sp) {
+/* A step without enough refusal (or with every harmless prompt of a split
+ * refused): its tables say so, nothing is scored. */
+static void unscored_step(run_state *st, int si, const rg_step_prompts *sp, rg_step_status status) {
   const rg_checkpoint *ck = &st->series->items[si];
   rg_migration_row *mr = &st->mig[si];
   rg_selection none = {.best = -1};
   rg_migration_row_fill(mr, ck->step, NULL, &none, st->L, &st->plan->bands, NULL, NULL, st->d);
-  mr->status = rg_step_status_name(RG_STEP_NO_REFUSAL);
-  st->vsteps[si] = (rg_verdict_step){.step = ck->step, .status = RG_STEP_NO_REFUSAL, .layer = -1,
+  mr->status = rg_step_status_name(status);
+  st->vsteps[si] = (rg_verdict_step){.step = ck->step, .status = status, .layer = -1,
                                      .layer_lo = NAN, .layer_hi = NAN, .erank_sigma = NAN};
   record_directions(st, si, NULL);
   if (st->o->log)
-    fprintf(st->o->log, "step %ld: no refusal to carry (%d harmful train prompts kept, %d needed; %d harmful and %d "
-                        "harmless val kept) [%.1f s]\n",
-            ck->step, sp->kept[0], st->plan->n_min, sp->kept[2], sp->kept[3], elapsed(st));
+    fprintf(st->o->log,
+            "step %ld: %s (kept: %d harmful train, %d harmful val, %d harmless train, %d harmless val; %d needed in "
+            "each) [%.1f s]\n",
+            ck->step, mr->status, sp->kept[RG_SPLIT_HARMFUL_TRAIN], sp->kept[RG_SPLIT_HARMFUL_VAL],
+            sp->kept[RG_SPLIT_HARMLESS_TRAIN], sp->kept[RG_SPLIT_HARMLESS_VAL], st->plan->n_min, elapsed(st));
 }
 
 /* An AUROC a probe must reach to read the checkpoint's refusals (issue 42's
@@ -750,10 +754,14 @@ static int run_step(run_state *st, int si) {
     fprintf(st->o->log, "step %ld: directions of %d positions x %d layers from %d harmful / %d harmless train "
                         "prompts (%s) [%.1f s]\n",
             ck->step, st->n_pos, st->L, t.nh, t.nl, t.prompts, elapsed(st));
-  bool refusal = sp.kept[RG_SPLIT_HARMFUL_TRAIN] >= st->plan->n_min && sp.kept[RG_SPLIT_HARMFUL_VAL] > 0 &&
-                 sp.kept[RG_SPLIT_HARMLESS_VAL] > 0 && sp.n_refusal > 0;
-  if (!refusal) {
-    no_refusal_step(st, si, &sp);
+  /* N_min kept prompts in every split: refused harmful ones (train: the
+   * direction; val: the scores and their intervals, which a handful of
+   * prompts would make look tight), and harmless ones not refused */
+  const int n_min = st->plan->n_min;
+  bool refusal = sp.n_refusal > 0 && sp.kept[RG_SPLIT_HARMFUL_TRAIN] >= n_min && sp.kept[RG_SPLIT_HARMFUL_VAL] >= n_min;
+  bool contrast = sp.kept[RG_SPLIT_HARMLESS_TRAIN] >= n_min && sp.kept[RG_SPLIT_HARMLESS_VAL] >= n_min;
+  if (!refusal || !contrast) {
+    unscored_step(st, si, &sp, refusal ? RG_STEP_NO_CONTRAST : RG_STEP_NO_REFUSAL);
   } else {
     if (score_step(st, si, w, &sp, &ss) < 0 || decide_step(st, si, &ss, dm, &t) < 0) goto end;
     transfer_end *e = &st->ends[si];
@@ -934,13 +942,17 @@ static int check_inputs(run_state *st, const char *acts_path) {
       return rg_error_set("%s: step %ld (%s) is not captured (or incomplete)", acts_path, st->series->items[i].step,
                           st->series->items[i].path);
   }
-  /* N_min counts harmful train prompts: more than the file holds can never be met */
-  int32_t **ids = NULL;
-  int *lens = NULL, n = 0;
-  if (rg_acts_read_token_ids(st->rd, st->series->items[0].step, "harmful_train", &ids, &lens, &n) < 0) return -1;
-  rg_acts_token_ids_free(ids, lens, n);
-  if (p->n_min > n)
-    return rg_error_set("%s: n_min %d is more than the %d harmful train prompts captured", acts_path, p->n_min, n);
+  /* N_min counts the kept prompts of every split: more than the file holds
+   * can never be met */
+  static const char *const splits[] = {"harmful_train", "harmful_val", "harmless_train", "harmless_val"};
+  for (int k = 0; k < 4; k++) {
+    int32_t **ids = NULL;
+    int *lens = NULL, n = 0;
+    if (rg_acts_read_token_ids(st->rd, st->series->items[0].step, splits[k], &ids, &lens, &n) < 0) return -1;
+    rg_acts_token_ids_free(ids, lens, n);
+    if (p->n_min > n)
+      return rg_error_set("%s: n_min %d is more than the %d %s prompts captured", acts_path, p->n_min, n, splits[k]);
+  }
   return 0;
 }
 

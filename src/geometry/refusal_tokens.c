@@ -9,59 +9,52 @@
 
 typedef struct {
   int32_t id;
-  int count;
+  int refused, complied; /* replies this token opens, by the judge's verdict */
 } token_count;
 
-static int by_count_then_id(const void *a, const void *b) {
+static int by_refused_then_id(const void *a, const void *b) {
   const token_count *x = a, *y = b;
-  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  if (x->refused != y->refused) return x->refused > y->refused ? -1 : 1;
   return (x->id > y->id) - (x->id < y->id);
 }
 
 static int by_id(const void *a, const void *b) {
-  const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
+  const token_count *x = a, *y = b;
+  return (x->id > y->id) - (x->id < y->id);
 }
 
 int rg_refusal_tokens_fit(const int32_t *first, const bool *refused, int n, double coverage, int32_t *ids,
                           int max_ids, double *covered) {
   *covered = NAN;
-  int32_t *opened = malloc((size_t)(n > 0 ? n : 1) * sizeof *opened);
   token_count *counts = malloc((size_t)(n > 0 ? n : 1) * sizeof *counts);
-  if (!opened || !counts) {
-    free(opened);
-    free(counts);
-    return rg_error_set("refusal tokens: out of memory");
-  }
+  if (!counts) return rg_error_set("refusal tokens: out of memory");
   int n_refused = 0, n_opened = 0, n_distinct = 0;
   for (int i = 0; i < n; i++) {
-    if (!refused[i]) continue;
-    n_refused++;
-    if (first[i] >= 0) opened[n_opened++] = first[i];
+    n_refused += refused[i];
+    if (first[i] >= 0) counts[n_opened++] = (token_count){first[i], refused[i], !refused[i]};
   }
-  qsort(opened, (size_t)n_opened, sizeof *opened, by_id);
+  qsort(counts, (size_t)n_opened, sizeof *counts, by_id);
   for (int i = 0; i < n_opened; i++) {
-    if (n_distinct > 0 && counts[n_distinct - 1].id == opened[i]) counts[n_distinct - 1].count++;
-    else counts[n_distinct++] = (token_count){opened[i], 1};
+    token_count *last = n_distinct > 0 ? &counts[n_distinct - 1] : NULL;
+    if (last && last->id == counts[i].id) {
+      last->refused += counts[i].refused;
+      last->complied += counts[i].complied;
+    } else {
+      counts[n_distinct++] = counts[i];
+    }
   }
-  qsort(counts, (size_t)n_distinct, sizeof *counts, by_count_then_id);
-  int k = 0, got = 0, rc = 0;
+  qsort(counts, (size_t)n_distinct, sizeof *counts, by_refused_then_id);
+  int k = 0, got = 0;
   /* coverage is a share of all refusals: an empty refusal (no first token)
    * counts against it, as no token can open it */
-  while (k < n_distinct && (double)got < coverage * n_refused) {
-    if (k == max_ids) {
-      rc = rg_error_set("refusal tokens: more than %d first tokens needed to cover %.0f%% of %d refusals", max_ids,
-                        100 * coverage, n_refused);
-      break;
-    }
-    ids[k] = counts[k].id;
-    got += counts[k].count;
-    k++;
+  for (int c = 0; c < n_distinct && k < max_ids && (double)got < coverage * n_refused; c++) {
+    if (counts[c].refused <= counts[c].complied) continue; /* opens answers as often: not a refusal token */
+    ids[k++] = counts[c].id;
+    got += counts[c].refused;
   }
-  if (rc == 0 && k > 0) *covered = (double)got / n_refused;
-  free(opened);
+  if (k > 0) *covered = (double)got / n_refused;
   free(counts);
-  return rc < 0 ? -1 : k;
+  return k;
 }
 
 /* The length of an opening: its tokens before the first -1. */

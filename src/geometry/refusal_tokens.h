@@ -7,6 +7,10 @@
  * checkpoint's greedy replies that a refusal judge calls refusals, count
  * the first generated tokens, and take the most frequent ones (ties: the
  * smaller id first) until they open at least COVERAGE of those refusals.
+ * A token that opens at least as many replies judged answers as refusals
+ * is passed over: the judge's substrings also match some answers ("I must
+ * warn you ... Here is"), and their openings would score compliance as
+ * refusal.
  */
 #ifndef RG_GEOMETRY_REFUSAL_TOKENS_H
 #define RG_GEOMETRY_REFUSAL_TOKENS_H
@@ -16,9 +20,11 @@
 
 /* FIRST[n] are the replies' first tokens (-1: the reply was empty),
  * REFUSED[n] the judge's verdicts. Writes the chosen ids into ids[max_ids]
- * and returns their count: 0 when no refusal has a first token, -1 with the
- * error set when more than MAX_IDS tokens would be needed or on no memory.
- * *COVERED gets the share of refusals the chosen tokens open (NaN for 0). */
+ * and returns their count: 0 when no refusal has an eligible first token,
+ * -1 with the error set when out of memory. At most MAX_IDS are taken: the
+ * coverage is then what they reach, below COVERAGE (the step's tables
+ * report it, and the score's AUROC shows what it costs). *COVERED gets the
+ * share of refusals the chosen tokens open (NaN for 0). */
 int rg_refusal_tokens_fit(const int32_t *first, const bool *refused, int n, double coverage, int32_t *ids,
                           int max_ids, double *covered);
 

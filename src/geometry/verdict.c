@@ -11,7 +11,10 @@ const char *rg_step_status_name(rg_step_status s) {
     case RG_STEP_CARRIER: return "carrier";
     case RG_STEP_BELOW_NULL: return "nothing beats the null";
     case RG_STEP_NONE_ADMISSIBLE: return "none admissible";
+    case RG_STEP_UNSTABLE: return "carrier in under half the resamples";
     case RG_STEP_NO_REFUSAL: return "no refusal to carry";
+    case RG_STEP_NO_CONTRAST: return "harmless prompts refused";
+    case RG_STEP_STATUSES: break;
   }
   return "?";
 }
@@ -41,72 +44,92 @@ static void undetermined_by_step(const rg_verdict_step *s, int n, int carriers, 
   else if (len > 4) memcpy(buf + len - 4, "...", 4);
 }
 
+static int is_band(const rg_verdict_step *s, int n_layers, const rg_depth_thresholds *b, const char *band) {
+  return s->status == RG_STEP_CARRIER && strcmp(band_of(s, n_layers, b), band) == 0;
+}
+
+/* "step 0 layer 14 (middle), step 5 layer 17 (late), ..." over the carriers. */
+static void carrier_bands(const rg_verdict_step *s, int n, int n_layers, const rg_depth_thresholds *b, char *buf,
+                          size_t len) {
+  int at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && at < (int)len; i++)
+    if (s[i].status == RG_STEP_CARRIER)
+      at += snprintf(buf + at, len - (size_t)at, "%sstep %ld layer %d (%s)", at ? ", " : "", s[i].step, s[i].layer,
+                     band_of(&s[i], n_layers, b));
+  if (at >= (int)len && len > 4) memcpy(buf + len - 4, "...", 4);
+}
+
+/* Names the pair (late step A, early step B) in OUT: steps, bands, and the
+ * reason "WHAT layer .. (late, interval) at step .. to layer .. (early,
+ * interval) at step ..". Returns the reason's length. */
+static int set_pair(rg_verdict *out, const rg_verdict_step *a, const rg_verdict_step *b, const char *what) {
+  out->from_step = a->step, out->from_band = "late";
+  out->to_step = b->step, out->to_band = "early";
+  return snprintf(out->reason, sizeof out->reason,
+                  "%s layer %d (late, 95%% interval %g-%g) at step %ld to layer %d (early, %g-%g) at step %ld", what,
+                  a->layer, a->layer_lo, a->layer_hi, a->step, b->layer, b->layer_lo, b->layer_hi, b->step);
+}
+
 void rg_verdict_decide(const rg_verdict_step *s, int n, int n_layers, const rg_depth_thresholds *bands,
                        rg_verdict *out) {
   *out = (rg_verdict){.verdict = "undetermined", .from_step = -1, .to_step = -1, .from_band = "", .to_band = ""};
-  int count[4] = {0}, ref = -1;
+  int count[RG_STEP_STATUSES] = {0}, first = -1;
   for (int i = 0; i < n; i++) {
     count[s[i].status]++;
-    if (ref < 0 && s[i].status == RG_STEP_CARRIER) ref = i;
+    if (first < 0 && s[i].status == RG_STEP_CARRIER) first = i;
   }
   if (count[RG_STEP_CARRIER] < 2) {
     if (count[RG_STEP_NO_REFUSAL] == n)
       snprintf(out->reason, sizeof out->reason, "no refusal to carry at any of the %d steps", n);
     else
       undetermined_by_step(s, n, count[RG_STEP_CARRIER], out->reason, sizeof out->reason);
-    if (ref >= 0) out->from_step = s[ref].step;
+    if (first >= 0) out->from_step = s[first].step;
     return;
   }
-  const rg_verdict_step *r = &s[ref];
-  const char *rb = band_of(r, n_layers, bands);
-  out->from_step = r->step;
-  out->from_band = rb;
-  int overlapping = -1, other_move = -1;
-  for (int i = ref + 1; i < n; i++) {
-    if (s[i].status != RG_STEP_CARRIER) continue;
-    const char *b = band_of(&s[i], n_layers, bands);
-    if (strcmp(b, rb) == 0) continue;
-    if (overlap(r, &s[i])) {
-      if (overlapping < 0) overlapping = i;
-      continue;
-    }
-    if (strcmp(rb, "late") == 0 && strcmp(b, "early") == 0) {
+  /* Every (late carrier, later early carrier) pair, in step order of the
+   * early one: the first pair whose intervals are apart and that no later
+   * late carrier (apart from the early one) undoes is the migration. */
+  int ov_i = -1, ov_j = -1, back_i = -1, back_j = -1, back_k = -1;
+  for (int j = 0; j < n; j++) {
+    if (!is_band(&s[j], n_layers, bands, "early")) continue;
+    for (int i = 0; i < j; i++) {
+      if (!is_band(&s[i], n_layers, bands, "late")) continue;
+      if (overlap(&s[i], &s[j])) {
+        if (ov_i < 0) ov_i = i, ov_j = j;
+        continue;
+      }
+      int back = -1;
+      for (int k = j + 1; k < n && back < 0; k++)
+        if (is_band(&s[k], n_layers, bands, "late") && !overlap(&s[j], &s[k])) back = k;
+      if (back >= 0) {
+        if (back_i < 0) back_i = i, back_j = j, back_k = back;
+        continue;
+      }
       out->verdict = "migration";
-      out->to_step = s[i].step;
-      out->to_band = b;
-      snprintf(out->reason, sizeof out->reason,
-               "the carrier moved from layer %d (late, 95%% interval %g-%g) at step %ld to layer %d (early, %g-%g) "
-               "at step %ld",
-               r->layer, r->layer_lo, r->layer_hi, r->step, s[i].layer, s[i].layer_lo, s[i].layer_hi, s[i].step);
+      set_pair(out, &s[i], &s[j], "the carrier moved from");
       return;
     }
-    if (other_move < 0) other_move = i;
   }
-  if (overlapping >= 0) {
-    const rg_verdict_step *o = &s[overlapping];
-    out->verdict = "undetermined";
-    out->to_step = o->step;
-    out->to_band = band_of(o, n_layers, bands);
-    snprintf(out->reason, sizeof out->reason,
-             "intervals overlap: step %ld's carrier at layer %d (%s, %g-%g) against step %ld's at layer %d (%s, "
-             "%g-%g)",
-             r->step, r->layer, rb, r->layer_lo, r->layer_hi, o->step, o->layer, out->to_band, o->layer_lo,
-             o->layer_hi);
+  if (back_i >= 0) {
+    int at = set_pair(out, &s[back_i], &s[back_j], "the carrier moved from");
+    const rg_verdict_step *k = &s[back_k];
+    if (at < (int)sizeof out->reason)
+      snprintf(out->reason + at, sizeof out->reason - (size_t)at,
+               ", then back to layer %d (late, %g-%g) at step %ld: not a lasting move", k->layer, k->layer_lo,
+               k->layer_hi, k->step);
+    return;
+  }
+  if (ov_i >= 0) {
+    set_pair(out, &s[ov_i], &s[ov_j], "intervals overlap: from");
     return;
   }
   out->verdict = "no migration";
-  if (other_move >= 0) {
-    const rg_verdict_step *o = &s[other_move];
-    out->to_step = o->step;
-    out->to_band = band_of(o, n_layers, bands);
-    snprintf(out->reason, sizeof out->reason,
-             "the carrier moved from the %s band (layer %d, step %ld) to the %s band (layer %d, step %ld), not from "
-             "late to early",
-             rb, r->layer, r->step, out->to_band, o->layer, o->step);
-  } else {
-    snprintf(out->reason, sizeof out->reason, "every carrier (%d steps) stays in the %s band of step %ld's (layer %d)",
-             count[RG_STEP_CARRIER], rb, r->step, r->layer);
-  }
+  out->from_step = s[first].step;
+  out->from_band = band_of(&s[first], n_layers, bands);
+  char seq[400];
+  carrier_bands(s, n, n_layers, bands, seq, sizeof seq);
+  snprintf(out->reason, sizeof out->reason, "no late-band carrier is followed by an early-band one: %s", seq);
 }
 
 void rg_lan_claims_check(const rg_verdict_step *s, int n, int n_layers, const rg_depth_thresholds *bands,

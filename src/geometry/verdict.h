@@ -1,20 +1,24 @@
 /* verdict.h: does the refusal carrier migrate across a checkpoint series?
  *
  * Each step ends in one status: "carrier" (an admissible candidate that
- * beats the random-direction null), "nothing beats the null", "none
- * admissible", or "no refusal to carry" (the prompt filter kept too few
- * refused prompts). The verdict, over the steps with a carrier, taken in
- * step order against the first of them (the reference):
- *   migration     a later carrier sits in the early band while the
- *                 reference sits in the late band, and their bootstrap
- *                 intervals of the selected layer do not overlap
- *                 (Lan et al. 2026's late-to-early relocation);
- *   undetermined  fewer than two steps have a carrier (the reason counts the
- *                 other statuses), or a carrier's band differs from the
- *                 reference's but the intervals overlap;
- *   no migration  otherwise: every carrier in the reference's band, or a
- *                 move between bands that is not late to early (said in the
- *                 reason).
+ * beats the random-direction null, in at least half the bootstrap
+ * resamples), "carrier in under half the resamples", "nothing beats the
+ * null", "none admissible", "no refusal to carry" (the prompt filter kept
+ * fewer than N_min refused prompts in a harmful split), or "harmless
+ * prompts refused" (it kept fewer than N_min unrefused prompts in a
+ * harmless split: too little contrast to take).
+ * The verdict, over the steps with status "carrier":
+ *   migration     a carrier in the late band is followed, at a later step,
+ *                 by one in the early band, their bootstrap intervals of the
+ *                 selected layer apart, and no later late carrier is apart
+ *                 from that early one (Lan et al. 2026's late-to-early
+ *                 relocation); the first such pair in step order is named;
+ *   undetermined  fewer than two steps have a carrier (the reason names the
+ *                 other steps' statuses); or every late-then-early pair has
+ *                 overlapping intervals; or the carrier moves late to early
+ *                 and back;
+ *   no migration  no late carrier is followed by an early one (the reason
+ *                 lists every carrier's layer and band).
  * Bands are those of migration.h (relative depth layer / n_layers).
  * Lan et al.'s claims are then checked one by one against this run's steps
  * (docs/geometry-verdict.md lists the rules).
@@ -28,10 +32,18 @@ typedef enum {
   RG_STEP_CARRIER = 0,
   RG_STEP_BELOW_NULL,
   RG_STEP_NONE_ADMISSIBLE,
-  RG_STEP_NO_REFUSAL
+  RG_STEP_UNSTABLE,
+  RG_STEP_NO_REFUSAL,
+  RG_STEP_NO_CONTRAST,
+  RG_STEP_STATUSES /* how many there are */
 } rg_step_status;
 
-/* "carrier", "nothing beats the null", "none admissible", "no refusal to carry". */
+/* A carrier must be selected in at least this share of the bootstrap
+ * resamples: one found in fewer is a chance pick of the prompts, and its
+ * layer interval, taken over those resamples alone, says nothing of it. */
+#define RG_CARRIER_SHARE_MIN 0.5
+
+/* The status's name, as above. */
 const char *rg_step_status_name(rg_step_status s);
 
 typedef struct {

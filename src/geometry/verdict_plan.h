@@ -45,7 +45,7 @@ typedef struct {
   double auto_coverage; /* auto: the fewest first tokens covering this share of refusals (0.9) */
   int reply_tokens;     /* new tokens of the greedy replies that are judged (32) */
   bool prompt_filter;   /* RD's filter_data: harmful scored > 0, harmless < 0 (on) */
-  int n_min;            /* fewer kept harmful train prompts: "no refusal to carry" (8) */
+  int n_min;            /* prompts the filter must keep in every split, else the step is not scored (8) */
   rg_selection_rules rules;
   rg_depth_thresholds bands;
   int max_val;              /* val prompts scored per class after the filter; 0 = all */
