@@ -5,7 +5,8 @@
  * with AVX2, `refgeo info --devices --json` must name kernels with AVX2
  * whatever the library detected (on an Emerald Rapids Xeon, Debian's
  * OpenBLAS detects "Prescott", whose sgemm ran at a fifth of the speed), and
- * an OPENBLAS_CORETYPE the user set is kept. */
+ * an OPENBLAS_CORETYPE the user set is kept, by the CLI and by this program
+ * (a machine may set one for every process: this one sets Haswell). */
 #include "testlib.h"
 
 #include <cblas.h>
@@ -50,26 +51,35 @@ static char *cli_blas_kernels(void) {
 }
 
 static void test_cli_runs_vector_kernels(void **state) {
-  /* CTest sets OMP_WAIT_POLICY, which leaves GOMP_SPINCOUNT alone: the
-   * restart must happen for the kernels alone */
-  unsetenv("OPENBLAS_CORETYPE");
+  /* this test program runs the kernels the CLI runs in the same environment
+   * (testlib.c restarts it), the user's OPENBLAS_CORETYPE included, if set */
   char *name = cli_blas_kernels();
+  assert_string_equal(rg_blas_core_name(), name);
+  free(name);
+
+  /* with none set, vector kernels. CTest sets OMP_WAIT_POLICY, which leaves
+   * GOMP_SPINCOUNT alone: the restart must happen for the kernels alone */
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  char *user_core = user ? strdup(user) : NULL;
+  unsetenv("OPENBLAS_CORETYPE");
+  name = cli_blas_kernels();
   rg_cpu_isa isa = rg_cpu_isa_detect();
   print_message("cpu avx2+fma %d avx512 %d avx512_bf16 %d; CLI runs OpenBLAS %s kernels\n", isa.avx2_fma, isa.avx512,
                 isa.avx512_bf16, name);
   if (rg_blas_core_for(name, isa)) fail_msg("refgeo runs OpenBLAS's %s kernels on a CPU with AVX2", name);
-  /* and this test program runs the same ones (testlib.c restarts it) */
-  assert_string_equal(rg_blas_core_name(), name);
   free(name);
 
   /* the user's choice wins (a library built for one CPU has no other
    * kernels to choose, and ignores the variable) */
-  if (!strstr(openblas_get_config(), "DYNAMIC_ARCH")) return;
-  assert_int_equal(setenv("OPENBLAS_CORETYPE", "Core2", 1), 0);
-  name = cli_blas_kernels();
-  assert_string_equal(name, "Core2");
-  free(name);
-  unsetenv("OPENBLAS_CORETYPE");
+  if (strstr(openblas_get_config(), "DYNAMIC_ARCH")) {
+    assert_int_equal(setenv("OPENBLAS_CORETYPE", "Core2", 1), 0);
+    name = cli_blas_kernels();
+    assert_string_equal(name, "Core2");
+    free(name);
+  }
+  if (user_core) assert_int_equal(setenv("OPENBLAS_CORETYPE", user_core, 1), 0);
+  else unsetenv("OPENBLAS_CORETYPE");
+  free(user_core);
 }
 
 int main(void) {
