@@ -19,7 +19,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
-enum { MAX_COMMANDS = 64, MAX_FLAGS = 64 };
+enum { MAX_COMMANDS = 64, MAX_FLAGS = 128 }; /* train has a flag per config key */
 
 typedef struct {
   char name[48], type[32];

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "adv_ft/optimizer.h"
+#include "backend/backend.h"
 #include "engine/backward.h"
 #include "engine/forward.h"
 #include "model/model.h"
@@ -136,8 +137,81 @@ static void test_needs_f32(void **state) {
   rg_model_free(m);
 }
 
+/* optimizer = sgd (rg_optimizer_use_sgd): one step on the tiny Llama's
+ * gradients of a short sequence, against the update computed here by hand
+ * in double from the same gradients: torch.optim.SGD without momentum,
+ * p - lr (s g + wd p), s = min(1, max_norm / (|g| + 1e-6)) (clip_grad_norm_),
+ * with lr 0.1, weight decay 0.01 and max_norm 0.5 (so the clip acts: the
+ * norm is printed). float32 against double: within 2 float32 ulps of the
+ * terms' sizes. A missing clip, decay or sign is off by far more; the
+ * parameters must also move (lr s |g| is ~1e-2 here). */
+static void test_sgd(void **state) {
+  (void)state;
+  char *dir = t_hf_tiny("llama_f32");
+  rg_model *m = rg_model_load(dir);
+  assert_non_null(m);
+  free(dir);
+  rg_backend_opts bo = {.threads = 1};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_TILED);
+  assert_non_null(w);
+  assert_int_equal(rg_weights_make_trainable(w), 0);
+  const int32_t ids[5] = {5, 17, 250, 3, 9}, targets[4] = {17, 250, 3, 9};
+  const int seq[5] = {0}, rows[4] = {0, 1, 2, 3};
+  const float scale[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+  rg_session_opts so = {.max_batch_tokens = 5, .max_logit_rows = 4, .train = true};
+  rg_session *s = rg_session_new(w, 1, 8, &so);
+  rg_grads *g = rg_grads_new(s);
+  assert_non_null(g);
+  float *logits = malloc(4 * (size_t)rg_session_vocab(s) * sizeof *logits), losses[4];
+  assert_int_equal(rg_session_eval(s, ids, seq, 5, rows, 4, logits), 0);
+  assert_int_equal(rg_session_loss_ce(s, targets, scale, losses), 0);
+  rg_grads_zero(g);
+  assert_int_equal(rg_session_backward(s, g, NULL), 0);
+  const int P = rg_weights_count(w);
+  float **p0 = calloc((size_t)P, sizeof *p0), **gr = calloc((size_t)P, sizeof *gr);
+  double ss = 0;
+  for (int i = 0; i < P; i++) {
+    const size_t n = (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+    p0[i] = malloc(n * sizeof **p0), gr[i] = malloc(n * sizeof **gr);
+    assert_int_equal(rg_weights_download(w, i, p0[i]), 0);
+    assert_int_equal(rg_buf_download(rg_weights_backend(w), rg_grads_buf(g, i), 0, gr[i], n), 0);
+    for (size_t k = 0; k < n; k++) ss += (double)gr[i][k] * gr[i][k];
+  }
+  const double lr = 0.1, wd = 0.01, max_norm = 0.5, norm = sqrt(ss), clip = fmin(1.0, max_norm / (norm + 1e-6));
+  rg_adamw_hparams h = rg_adamw_defaults();
+  h.weight_decay = wd;
+  rg_optimizer *o = rg_optimizer_new(w, g, &h);
+  assert_non_null(o);
+  assert_int_equal(rg_optimizer_use_sgd(o), 0);
+  double got_norm, moved = 0;
+  assert_int_equal(rg_optimizer_step(o, lr, max_norm, &got_norm), 0);
+  print_message("sgd: gradient norm %.6f (here %.6f), clip factor %.4f\n", got_norm, norm, clip);
+  assert_true(fabs(got_norm - norm) <= 1e-6 * norm);
+  assert_true(clip < 1);
+  for (int i = 0; i < P; i++) {
+    const size_t n = (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+    float *p1 = malloc(n * sizeof *p1);
+    assert_int_equal(rg_weights_download(w, i, p1), 0);
+    for (size_t k = 0; k < n; k++) {
+      const double step = lr * (clip * gr[i][k] + wd * p0[i][k]), want = p0[i][k] - step;
+      const double tol = 2.4e-7 * (fabs(p0[i][k]) + fabs(lr * clip * gr[i][k]) + fabs(lr * wd * p0[i][k])) + 1e-30;
+      if (fabs(p1[k] - want) > tol) fail_msg("%s[%zu]: %.9g, by hand %.9g", rg_weights_tensor(w, i)->name, k, p1[k], want);
+      moved = fmax(moved, fabs((double)p1[k] - p0[i][k]));
+    }
+    free(p1), free(p0[i]), free(gr[i]);
+  }
+  assert_true(moved > 1e-4);
+  free(p0), free(gr), free(logits);
+  rg_optimizer_free(o);
+  rg_grads_free(g);
+  rg_session_free(s);
+  rg_weights_free(w);
+  rg_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sgd),
       cmocka_unit_test(test_llama),
       cmocka_unit_test(test_qwen2),
       cmocka_unit_test(test_needs_f32),

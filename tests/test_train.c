@@ -65,22 +65,8 @@ static const char CONFIG[] = "[model]\n"
                              "grad_accum = 2\n"
                              "save_steps = 0 2 4\n"
                              "state_every = 1\n"
-                             "[pool]\n"
-                             "pool_size = 3\n"
-                             "cases_per_step = 2\n"
-                             "gcg_steps = 1\n"
-                             "search_width = 8\n"
-                             "top_k = 4\n"
-                             "gcg_batch = 8\n"
-                             "reset_every = 2\n"
-                             "[data]\n"
-                             "%s"
-                             "utility_prompts = 6\n"
-                             "utility_max_new_tokens = 8\n"
-                             "utility_per_step = 2\n"
-                             "utility_labels = assistant\n"
-                             "max_case_tokens = 400\n"
-                             "max_utility_tokens = 128\n";
+                             T_TINY_R2D2_SECTIONS
+                             "%s";
 
 /* Writes the config with EXTRA_MODEL lines in [model] and EXTRA_DATA in
  * [data] to REFGEO_TMP/NAME; returns its path. */

@@ -2,6 +2,30 @@
 #ifndef RG_TESTLIB_H
 #define RG_TESTLIB_H
 
+/* The [pool] and [data] sections of the tiny-model R2D2 runs (test_train,
+ * test_train_sp, test_train_zero, test_islands): a pool of 3 cases, 2 per
+ * update, one GCG step of 8 candidates, and 6 utility prompts of 8 new
+ * tokens, so that a run takes about a second in the sanitizer build. The
+ * test tokenizer spells the longest case in 392-400 tokens, hence
+ * max_case_tokens = 400. A config ends with it; [data] keys of its own, or
+ * other sections, may follow. */
+#define T_TINY_R2D2_SECTIONS                                                                                      \
+  "[pool]\n"                                                                                                       \
+  "pool_size = 3\n"                                                                                                \
+  "cases_per_step = 2\n"                                                                                           \
+  "gcg_steps = 1\n"                                                                                                \
+  "search_width = 8\n"                                                                                             \
+  "top_k = 4\n"                                                                                                    \
+  "gcg_batch = 8\n"                                                                                                \
+  "reset_every = 2\n"                                                                                              \
+  "[data]\n"                                                                                                       \
+  "utility_prompts = 6\n"                                                                                          \
+  "utility_max_new_tokens = 8\n"                                                                                   \
+  "utility_per_step = 2\n"                                                                                         \
+  "utility_labels = assistant\n"                                                                                   \
+  "max_case_tokens = 400\n"                                                                                        \
+  "max_utility_tokens = 128\n"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -7,7 +7,8 @@
  * --config the defaults apply and --model is required. Writes RUN_DIR as
  * trainer.h describes; --resume continues a killed run from its newest
  * state, refusing a RUN_DIR of another configuration. One progress line per
- * update goes to stderr.
+ * update goes to stderr. With an [islands] section (sync_dir) the run is
+ * one island of a run that `refgeo islands` coordinates (cmd_islands.c).
  *
  * `refgeo train --plan --config RUN.ini [--device cpu|gpu:NG] [--ranks N] [--json]`
  * prints the run's memory plan instead (src/adv_ft/train_plan.h): the

@@ -27,6 +27,7 @@ int cmd_asr(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_islands(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 

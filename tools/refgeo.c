@@ -19,6 +19,7 @@ static const rg_command COMMANDS[] = {
     {"asr", cmd_asr, "HarmBench attack success rate of a model or checkpoint series"},
     {"attack", cmd_attack, "HarmBench GCG test cases for behaviors on a model"},
     {"train", cmd_train, "R2D2 adversarial fine-tuning: a checkpoint series from an INI config"},
+    {"islands", cmd_islands, "coordinate an R2D2 run across islands (DiLoCo): quorum outer steps over a shared directory"},
     {"classify", cmd_classify, "label existing completions (JSON or a CSV column) with a refusal classifier"},
     {"report", cmd_report, "a self-contained report.html with plots of a run and its analysis CSVs"},
     {"run", cmd_run, "the whole job from one config: train, capture, geometry, asr, repro, report"},

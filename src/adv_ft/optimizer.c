@@ -14,6 +14,7 @@ struct rg_optimizer {
   rg_buf **m, **v; /* per parameter: the AdamW moments, on the backend; with ZeRO m[0], v[0]: the shard's */
   rg_zero *zero;
   int n_moments;
+  bool sgd; /* rg_optimizer_use_sgd */
 };
 
 static rg_optimizer *optimizer_new(rg_weights *w, rg_grads *g, const rg_adamw_hparams *h, rg_zero *z);
@@ -77,6 +78,31 @@ void rg_optimizer_free(rg_optimizer *o) {
   free(o);
 }
 
+int rg_optimizer_use_sgd(rg_optimizer *o) {
+  if (o->zero) return rg_error_set("optimizer: sgd is not built with ZeRO");
+  o->sgd = true;
+  return 0;
+}
+
+/* torch.optim.SGD (momentum 0): g = s grad + wd theta; theta -= lr g, in
+ * float32 on the host. */
+static int sgd_step(rg_optimizer *o, double lr, float scale) {
+  rg_backend *be = rg_weights_backend(o->w);
+  const float lr_f = (float)lr, wd = (float)o->h.weight_decay;
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < rg_grads_count(o->g); i++) {
+    const size_t n = (size_t)rg_tensor_nelems(rg_weights_tensor(o->w, i));
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g);
+    if (!p || !g) rc = rg_error_set("optimizer: out of memory");
+    if (rc == 0 && (rg_weights_download(o->w, i, p) < 0 || rg_buf_download(be, rg_grads_buf(o->g, i), 0, g, n) < 0))
+      rc = rg_error_prefix("optimizer: sgd on %s", rg_weights_tensor(o->w, i)->name);
+    for (size_t k = 0; rc == 0 && k < n; k++) p[k] -= lr_f * (scale * g[k] + wd * p[k]);
+    if (rc == 0) rc = rg_weights_upload(o->w, i, p);
+    free(p), free(g);
+  }
+  return rc;
+}
+
 int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_norm) {
   rg_backend *be = rg_weights_backend(o->w);
   const int n = rg_grads_count(o->g);
@@ -96,6 +122,7 @@ int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_
                             .step = ++o->steps,
                             .grad_scale = max_norm > 0 ? (float)rg_grad_clip_coef(norm, max_norm) : 1.0f};
   if (grad_norm) *grad_norm = norm;
+  if (o->sgd) return sgd_step(o, lr, st.grad_scale);
   if (o->zero) return rg_zero_adamw(o->zero, o->m[0], o->v[0], &st) < 0 ? rg_error_prefix("optimizer") : 0;
   for (int i = 0; i < n; i++) rg_op_adamw(be, rg_weights_param(o->w, i), rg_grads_buf(o->g, i), o->m[i], o->v[i], &st);
   return rg_backend_status(be) < 0 ? rg_error_prefix("optimizer") : 0;

@@ -44,6 +44,15 @@ int rg_optimizer_set_shard(rg_optimizer *o, size_t at, size_t n, const float *m,
  * Returns 0, or -1 with the error set (a backend failure). */
 int rg_optimizer_step(rg_optimizer *o, double lr, double max_norm, double *grad_norm);
 
+/* Makes O's steps plain SGD, torch.optim.SGD without momentum or
+ * dampening: theta -= lr (s g + weight_decay theta), s the clipping factor.
+ * Not with ZeRO. The AdamW moments stay allocated (and saved as zeros), so
+ * a state has the same files. The update runs on the host (download,
+ * update, upload): it is meant for checks that need a linear inner
+ * optimizer (islands with H = 1 against data parallelism), not for speed.
+ * 0, or -1 with the error set (O has ZeRO). */
+int rg_optimizer_use_sgd(rg_optimizer *o);
+
 /* Optimizer steps taken so far. */
 long rg_optimizer_steps(const rg_optimizer *o);
 

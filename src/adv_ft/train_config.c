@@ -50,6 +50,9 @@ static const key_def KEYS[] = {
      "refgeo: ZeRO stage over the data-parallel ranks (DeepSpeed's): 0 everything replicated; 1 AdamW's moments "
      "sharded; 2 the gradients too (HarmBench's run: 2); needs at least 2 data-parallel groups"},
     {"model", "checkpoint_dtype", K_STR, F(checkpoint_dtype), "bf16", 0, "bf16|f32", "dtype of checkpoint weights"},
+    {"optim", "optimizer", K_STR, F(optimizer), "adamw", 0, "adamw|sgd",
+     "the inner optimizer: adamw (HarmBench), or sgd (refgeo: theta -= lr (g + weight_decay theta), "
+     "torch.optim.SGD without momentum; for checks that need a linear update)"},
     {"optim", "lr", K_DBL, F(lr), "2e-5", 0, NULL, "peak learning rate"},
     {"optim", "warmup", K_INT, F(warmup), "0", 0, NULL, "updates of linear warmup"},
     {"optim", "schedule", K_STR, F(schedule), "cosine", 0, "cosine|constant", "learning-rate schedule"},
@@ -97,6 +100,28 @@ static const key_def KEYS[] = {
      "packing; needs utility_labels = all)"},
     {"data", "max_case_tokens", K_INT, F(max_case_tokens), "256", 8, NULL, "refgeo: longest test case with its target"},
     {"data", "max_utility_tokens", K_INT, F(max_utility_tokens), "2048", 8, NULL, "longest utility example (HarmBench: 2048)"},
+    {"islands", "sync_dir", K_STR, F(sync_dir), "", 0, "path",
+     "refgeo: the shared directory of a run across islands (DiLoCo; `refgeo islands` coordinates it); empty: no islands"},
+    {"islands", "island", K_INT, F(island), "0", 0, NULL, "refgeo: this island's id, 0 .. islands - 1"},
+    {"islands", "islands", K_INT, F(islands), "2", 1, NULL, "refgeo: K, the islands of the run"},
+    {"islands", "inner_steps", K_INT, F(inner_steps), "50", 1, NULL, "refgeo: H, inner updates between outer steps"},
+    {"islands", "quorum", K_INT, F(quorum), "0", 0, NULL,
+     "refgeo: islands whose pseudo-gradients make an outer step; 0: ceil(islands / 2)"},
+    {"islands", "deadline_s", K_DBL, F(deadline_s), "600", 0, NULL,
+     "refgeo: seconds the coordinator waits for a quorum before stepping with the islands it has"},
+    {"islands", "outer_lr", K_DBL, F(outer_lr), "0.7", 0, NULL, "refgeo: the outer SGD's learning rate (DiLoCo: 0.7)"},
+    {"islands", "outer_momentum", K_DBL, F(outer_momentum), "0.9", 0, NULL, "refgeo: the outer SGD's momentum (DiLoCo: 0.9)"},
+    {"islands", "nesterov", K_INT, F(nesterov), "1", 0, NULL, "refgeo: 1: Nesterov momentum (DiLoCo), 0: plain"},
+    {"islands", "compression", K_STR, F(compression), "bf16", 0, "f32|bf16|int8|int4",
+     "refgeo: encoding of the pseudo-gradients and outer updates (int8, int4: per-block absmax scales)"},
+    {"islands", "block_size", K_INT, F(block_size), "128", 1, NULL, "refgeo: floats per scale of int8 and int4"},
+    {"islands", "max_staleness", K_INT, F(max_staleness), "1", 0, NULL,
+     "refgeo: outer steps a late pseudo-gradient may be behind and still be applied; 0: late ones dropped"},
+    {"islands", "weighting", K_STR, F(weighting), "tokens", 0, "tokens|micro_batches",
+     "refgeo: weight of an island's pseudo-gradient in the mean: its trained tokens, or its micro-batches"},
+    {"islands", "island_data", K_STR, F(island_data), "own", 0, "own|shard",
+     "refgeo: own: each island its own pool and data order; shard: one stream, island i trains micro-batches k with "
+     "k mod islands = i, as data-parallel groups do"},
 };
 #undef F
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
@@ -384,6 +409,19 @@ int rg_train_config_check(rg_train_config *c) {
   if (c->zero > 2) return rg_error_set("zero: %d is not 0, 1 or 2 (ZeRO-3, which shards the parameters, is not built)", c->zero);
   if (c->beta1 >= 1 || c->beta2 >= 1) return rg_error_set("beta1, beta2: must be below 1");
   if (strcmp(c->refusal_target, "") == 0) return rg_error_set("refusal_target: empty");
+  if (strcmp(c->optimizer, "sgd") == 0 && c->zero > 0)
+    return rg_error_set("optimizer: sgd is not built with ZeRO (zero = %d); use zero = 0", c->zero);
+  if (c->islands > 4096) return rg_error_set("islands: %d; at most 4096", c->islands); /* islands_coord.c counts them in an array */
+  if (c->sync_dir[0]) {
+    if (c->island >= c->islands) return rg_error_set("island: %d is not below islands %d", c->island, c->islands);
+    if (c->quorum > c->islands) return rg_error_set("quorum: %d is more than islands %d", c->quorum, c->islands);
+    if (c->nesterov > 1) return rg_error_set("nesterov: %d is not 0 or 1", c->nesterov);
+    if (strcmp(c->island_data, "shard") == 0 && c->grad_accum % c->islands != 0)
+      return rg_error_set("island_data: shard splits grad_accum %d micro-batches over islands %d: make it a multiple",
+                          c->grad_accum, c->islands);
+  } else if (c->quorum > c->islands) {
+    return rg_error_set("quorum: %d is more than islands %d", c->quorum, c->islands);
+  }
   if (strcmp(c->utility_packing, "on") == 0 && strcmp(c->utility_labels, "all") != 0)
     return rg_error_set("utility_packing: a packed sequence supervises every token; set utility_labels = all");
   return 0;

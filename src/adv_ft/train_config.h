@@ -43,6 +43,7 @@ typedef struct {
   int zero;             /* ZeRO stage over the data-parallel ranks: 0, 1 or 2 (adv_ft/zero.h) */
   char *checkpoint_dtype; /* "bf16" or "f32" */
   /* [optim] */
+  char *optimizer;      /* "adamw" or "sgd" */
   double lr;
   int warmup;           /* updates of linear warmup */
   char *schedule;       /* "cosine" or "constant" */
@@ -77,6 +78,19 @@ typedef struct {
   char *utility_packing; /* "off", or "on": sequences of max_utility_tokens (utility_data.h rg_utility_pack) */
   int max_case_tokens;  /* a test case with its longest target */
   int max_utility_tokens;
+  /* [islands] (docs/training.md, "Islands"): empty sync_dir, no islands */
+  char *sync_dir;       /* the shared directory of the run's islands */
+  int island, islands;  /* this island's id; K */
+  int inner_steps;      /* H: inner updates between outer steps */
+  int quorum;           /* islands an outer step waits for; 0: ceil(K / 2) */
+  double deadline_s;    /* the coordinator's wait for a quorum */
+  double outer_lr, outer_momentum;
+  int nesterov;
+  char *compression;    /* "f32", "bf16", "int8" or "int4" */
+  int block_size;       /* floats per scale of int8 and int4 */
+  int max_staleness;    /* versions a late pseudo-gradient may be behind; 0: late ones dropped */
+  char *weighting;      /* "tokens" or "micro_batches" */
+  char *island_data;    /* "own" (each island its own stream) or "shard" (micro-batches k = island mod K of one stream) */
 
   /* derived from save_steps by rg_train_config_check */
   long save[RG_TRAIN_MAX_SAVE_STEPS];

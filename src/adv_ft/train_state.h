@@ -8,7 +8,9 @@
  *   meta.json     {"step": S, "optimizer_steps", "rng": "<u64 hex>",
  *                  "utility_cursor", "pool": [...] (pool.h), "log": [[...]]
  *                  (the train_log.csv rows so far, each value a string in
- *                  %.17g, which round-trips every double)};
+ *                  %.17g, which round-trips every double), and for an
+ *                  island "islands_run" (its run's id, hex) and
+ *                  "islands_version" (the global version it was based on)};
  *   SHA256SUMS    the sha256 of the files above (and of the ZeRO shards
  *                 below), written after them (util/manifest.h); a load
  *                 checks each file against it and refuses one that

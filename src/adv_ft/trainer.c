@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include "adv_ft/gcg.h"
+#include "adv_ft/islands_member.h"
+#include "adv_ft/islands_quant.h"
+#include "adv_ft/islands_sync.h"
 #include "adv_ft/optimizer.h"
 #include "adv_ft/pool.h"
 #include "adv_ft/r2d2_data.h"
@@ -113,6 +116,13 @@ struct rg_trainer {
   double run_seconds;   /* updates timed by this process (for the time left) */
   long run_updates;
   const rg_train_plan *plan; /* rg_trainer_plan: the weights go on its plan backend */
+  /* Islands (cfg.sync_dir; islands_member.h): this island's link to the
+   * run, and its pseudo-gradient's weight since the last outer step */
+  rg_isl_member *isl;
+  double isl_weight;
+  char isl_run[24];   /* the islands run of the state resumed from ("" none) */
+  float loss_scale;   /* of each micro-batch: 1 / grad_accum, or with island_data = shard 1 / its share */
+  uint64_t data_seed; /* seeds the utility order: the config's, or with island_data = own the island's own */
 };
 
 /* ---------------------------------------------------------------- setup */
@@ -214,7 +224,10 @@ static int open_weights(rg_trainer *t) {
 
 static int open_optimizer(rg_trainer *t) {
   rg_adamw_hparams h = {.beta1 = t->cfg.beta1, .beta2 = t->cfg.beta2, .eps = t->cfg.eps, .weight_decay = t->cfg.weight_decay};
-  if (t->cfg.zero == 0) return (t->opt = rg_optimizer_new(t->w, t->g, &h)) ? 0 : -1;
+  if (t->cfg.zero == 0) {
+    if (!(t->opt = rg_optimizer_new(t->w, t->g, &h))) return -1;
+    return strcmp(t->cfg.optimizer, "sgd") == 0 ? rg_optimizer_use_sgd(t->opt) : 0;
+  }
   const rg_zero_opts zo = {.stage = t->cfg.zero, .dp = t->dp_dev ? t->dp_dev : t->dp, .sp = t->sp_dev ? t->sp_dev : t->sp};
   if (!(t->zero = rg_zero_new(t->w, t->g, &zo))) return -1;
   if (!(t->opt = rg_optimizer_new_zero(t->w, t->g, &h, t->zero))) return -1;
@@ -416,6 +429,12 @@ static cJSON *meta_json(const rg_trainer *t) {
     cJSON_AddNumberToObject(o, "zero_ranks", rg_zero_ranks(t->zero));
     cJSON_AddStringToObject(o, "zero_run", run);
   }
+  if (t->isl) { /* the run and version an island's state belongs to */
+    char run[24];
+    snprintf(run, sizeof run, "%016llx", (unsigned long long)rg_isl_member_run_id(t->isl));
+    cJSON_AddStringToObject(o, "islands_run", run);
+    cJSON_AddNumberToObject(o, "islands_version", (double)rg_isl_member_version(t->isl));
+  }
   cJSON_AddItemToObject(o, "pool", pool);
   /* each value as a %.17g string, which strtod reads back to the same
    * double: the rows of train_log.csv before a resume come out byte for
@@ -483,6 +502,8 @@ static int restore_meta(rg_trainer *t, const cJSON *meta, const char *what) {
   t->step = (long)step->valuedouble;
   t->utility_cursor = (long)cursor->valuedouble;
   rg_optimizer_set_steps(t->opt, (long)opt_steps->valuedouble);
+  const cJSON *isl_run = cJSON_GetObjectItemCaseSensitive(meta, "islands_run");
+  if (cJSON_IsString(isl_run)) snprintf(t->isl_run, sizeof t->isl_run, "%s", isl_run->valuestring);
   if (rg_pool_from_json(&t->pool, t->m, t->data, cJSON_GetObjectItemCaseSensitive(meta, "pool"), what) < 0) return -1;
   if (t->zero && restore_zero(t, meta, what) < 0) return -1;
   const cJSON *row;
@@ -836,6 +857,60 @@ static int draw_run_id(rg_trainer *t) {
   return rc;
 }
 
+/* The newest global version, as rank 0 of the island sees it, on every
+ * rank (so that all adopt the same), waiting for one newer than AFTER. */
+static long island_version(rg_trainer *t, long after) {
+  const rg_train_config *c = &t->cfg;
+  long v = t->writer ? rg_isl_member_wait(t->isl, after, 10 * c->deadline_s + 600) : 0;
+  if (!t->world) return v;
+  const int P = rg_comm_size(t->world);
+  int *all = malloc((size_t)P * sizeof *all);
+  if (!all || rg_comm_allgather_int(t->world, all, (int)v) < 0) v = -1;
+  else v = all[0];
+  free(all);
+  if (v < 0) rg_error_set("islands: rank 0 found no global version to adopt");
+  return v;
+}
+
+/* Islands: joins the run in cfg.sync_dir (opened by rg_trainer_open) from
+ * its newest version (a state of this run dir must belong to that run). */
+static int open_island(rg_trainer *t, bool resumed) {
+  const rg_train_config *c = &t->cfg;
+  char mine[24];
+  snprintf(mine, sizeof mine, "%016llx", (unsigned long long)rg_isl_member_run_id(t->isl));
+  if (resumed && strcmp(t->isl_run, mine) != 0)
+    return rg_error_set("%s: its state belongs to islands run %s, and %s holds run %s", t->run_dir,
+                        t->isl_run[0] ? t->isl_run : "(none: not an island's state)", c->sync_dir, mine);
+  const long v = island_version(t, -1);
+  return v < 0 ? -1 : rg_isl_member_join(t->isl, t->w, v, resumed);
+}
+
+/* Every rank of the island moves to global version V (rank 0's choice,
+ * island_version), or all fail together: each applies V's updates or reads
+ * V whole; when any rank could not (V retired meanwhile), rank 0 names a
+ * newer version and every rank reads that one whole. A rank falling back
+ * alone would train from another theta_global than its peers. */
+static int island_adopt(rg_trainer *t, long v) {
+  int rc = rg_isl_member_adopt(t->isl, t->w, v);
+  if (!t->world ? rc == 0 : all_ranks_ok(t, rc, "islands: adopting a global version") == 0) return 0;
+  fprintf(stderr, "islands: version %ld could not be adopted on every rank (%s): reading a newer one whole\n", v, rg_error_get());
+  rg_error_clear();
+  const long newer = island_version(t, v);
+  rc = newer > v ? rg_isl_member_join(t->isl, t->w, newer, true) : newer < 0 ? -1 : rg_error_set("islands: no version after %ld", v);
+  return !t->world ? rc : all_ranks_ok(t, rc, "islands: reading a global version whole");
+}
+
+/* An outer boundary: publish the pseudo-gradient (rank 0), save the state
+ * (moments, pool, rng at this boundary), adopt the next global version. */
+static int island_outer(rg_trainer *t) {
+  if (t->writer && rg_isl_member_publish(t->isl, t->w, t->step, t->isl_weight > 0 ? t->isl_weight : 1) < 0) return -1;
+  t->isl_weight = 0;
+  if ((t->writer || t->zero) && save_state(t) < 0) return -1; /* with ZeRO every rank writes its shard */
+  const long v = island_version(t, rg_isl_member_version(t->isl));
+  if (v < 0 || island_adopt(t, v) < 0) return -1;
+  return t->writer && t->step == t->cfg.updates ? rg_isl_member_finish(t->isl) : 0;
+}
+
 rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resume) {
   rg_trainer *t = calloc(1, sizeof *t);
   if (!t || !(t->run_dir = strdup(run_dir))) {
@@ -848,8 +923,22 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   t->utility_epoch = -1;
   t->lock_fd = -1;
   t->rng = rg_mix64((uint64_t)t->cfg.seed);
+  t->data_seed = (uint64_t)t->cfg.seed;
+  const bool islands = t->cfg.sync_dir[0] != '\0';
+  if (islands && strcmp(t->cfg.island_data, "own") == 0) { /* each island its own pool, draws and utility order */
+    t->data_seed = rg_mix64((uint64_t)t->cfg.seed ^ rg_mix64(0x49534c4eull + (uint64_t)t->cfg.island));
+    t->rng = rg_mix64(t->data_seed);
+  }
   const char *tmpl_name = t->cfg.chat_template[0] ? t->cfg.chat_template : NULL;
   int rc = open_ranks(t);
+  t->loss_scale = 1.0f / (float)t->cfg.grad_accum;
+  if (rc == 0 && islands && strcmp(t->cfg.island_data, "shard") == 0) {
+    /* the islands split one stream of micro-batches as data-parallel groups do */
+    if (t->world) rc = rg_error_set("island_data: shard needs one process per island (this one has %d ranks)", rg_comm_size(t->world));
+    t->n_groups = t->cfg.islands;
+    t->group = t->cfg.island;
+    t->loss_scale = (float)t->cfg.islands / (float)t->cfg.grad_accum;
+  }
   if (rc == 0 && t->cfg.recompute < 0) { /* auto: what this machine's memory per rank fits */
     rg_train_plan plan = {0};
     rc = rg_train_plan_device(&plan, "cpu");
@@ -868,6 +957,12 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
   if (rc == 0)
     rc = rg_pool_check_lengths(t->m, &t->frame, t->data, t->cfg.refusal_target, t->cfg.max_case_tokens);
   if (rc == 0) rc = open_weights(t);
+  /* an island checks its run before anything slow: the run's parameters
+   * must be these */
+  if (rc == 0 && islands &&
+      !(t->isl = rg_isl_member_open(t->cfg.sync_dir, t->cfg.island, rg_quant_parse(t->cfg.compression),
+                                    t->cfg.block_size, t->w, 10 * t->cfg.deadline_s + 600)))
+    rc = -1;
   if (rc == 0) rc = open_device_comms(t);
   /* the utility replies come from the base model, before any update */
   if (rc == 0) rc = open_utility(t);
@@ -891,6 +986,7 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
    * others waiting at the next collective: every rank arrives here */
   if (t->world && t->cfg.zero > 0) rc = all_ranks_ok(t, rc, "opening the run");
   if (rc == 0 && t->zero && latest < 0) rc = draw_run_id(t);
+  if (rc == 0 && islands) rc = open_island(t, latest >= 0);
   if (rc == 0 && !resume && t->writer) rc = write_config(t);
   if (rc < 0) {
     rg_trainer_free(t);
@@ -901,6 +997,7 @@ rg_trainer *rg_trainer_open(rg_train_config *cfg, const char *run_dir, bool resu
 
 void rg_trainer_free(rg_trainer *t) {
   if (!t) return;
+  rg_isl_member_free(t->isl);
   rg_pool_free(&t->pool);
   rg_optimizer_free(t->opt);
   rg_zero_free(t->zero);
@@ -935,6 +1032,26 @@ void rg_trainer_free(rg_trainer *t) {
 
 long rg_trainer_step(const rg_trainer *t) { return t->step; }
 
+int rg_trainer_initial_params(const rg_train_config *cfg, char shape[65], uint64_t *n, float **theta) {
+  rg_trainer t = {.cfg = *cfg, .lock_fd = -1}; /* borrowed: only the model and weights are opened */
+  *theta = NULL;
+  int rc = (t.m = rg_model_load(cfg->model)) ? open_weights(&t) : -1;
+  if (rc == 0) {
+    rg_isl_shape(t.w, shape, n);
+    *theta = malloc((size_t)(*n ? *n : 1) * sizeof **theta);
+    if (!*theta) rc = rg_error_set("out of memory");
+  }
+  size_t at = 0;
+  for (int i = 0; rc == 0 && i < rg_weights_count(t.w); i++) {
+    rc = rg_weights_download(t.w, i, *theta + at);
+    at += (size_t)rg_tensor_nelems(rg_weights_tensor(t.w, i));
+  }
+  if (rc < 0) free(*theta), *theta = NULL;
+  rg_weights_free(t.w);
+  rg_model_free(t.m);
+  return rc;
+}
+
 /* ---------------------------------------------------------------- one update */
 
 /* Pool entry E as a test case (its suffix is the entry's, updated in place). */
@@ -950,7 +1067,7 @@ static const rg_utility_example *next_utility(rg_trainer *t) {
   const long epoch = t->utility_cursor / n;
   if (epoch != t->utility_epoch) {
     if (!t->utility_order && !(t->utility_order = malloc((size_t)n * sizeof *t->utility_order))) return NULL;
-    uint64_t r = rg_mix64((uint64_t)t->cfg.seed ^ rg_mix64((uint64_t)epoch));
+    uint64_t r = rg_mix64(t->data_seed ^ rg_mix64((uint64_t)epoch));
     for (int i = 0; i < n; i++) t->utility_order[i] = i;
     for (int i = n - 1; i > 0; i--) {
       const int j = rg_pool_draw(&r, i + 1), tmp = t->utility_order[i];
@@ -965,7 +1082,7 @@ static const rg_utility_example *next_utility(rg_trainer *t) {
 typedef struct {
   double total, utility, away, toward, gcg_loss;
   long gcg_cases, tokens;
-  int resets;
+  int resets, batches;
 } update_sums;
 
 /* Micro-batch K of the update: every rank draws it and runs its GCG; the
@@ -987,8 +1104,10 @@ static int micro_batch(rg_trainer *t, int k, bool reset, update_sums *u) {
 /* The forward and backward passes of one micro-batch of this rank's group. */
 static int train_batch(rg_trainer *t, const rg_r2d2_case *cases, const rg_utility_example *const *utility, update_sums *u) {
   const rg_train_config *c = &t->cfg;
-  /* accelerate divides each micro-batch's loss by the accumulation steps */
-  const float scale = 1.0f / (float)c->grad_accum;
+  /* accelerate divides each micro-batch's loss by the accumulation steps
+   * (an island of island_data = shard by its share of them: its update is
+   * the mean over its own micro-batches, which the outer mean then averages) */
+  const float scale = t->loss_scale;
   const rg_r2d2_loss_opts lo = {.w_utility = (float)c->w_utility * scale,
                                 .w_away = (float)c->w_away * scale,
                                 .w_toward = (float)c->w_toward * scale,
@@ -1002,6 +1121,7 @@ static int train_batch(rg_trainer *t, const rg_r2d2_case *cases, const rg_utilit
   u->toward += L.toward;
   u->total += c->w_utility * L.utility + c->w_away * L.away + c->w_toward * L.toward;
   u->tokens += n_tokens;
+  u->batches++;
   return 0;
 }
 
@@ -1059,9 +1179,9 @@ static int micro_batch_with(rg_trainer *t, int k, bool reset, update_sums *u, in
 }
 
 static int sum_over_groups(rg_comm *dp, update_sums *u) {
-  double v[5] = {u->total, u->utility, u->away, u->toward, (double)u->tokens};
-  if (rg_comm_allreduce_sum_f64(dp, v, 5) < 0) return rg_error_prefix("summing the groups' losses");
-  *u = (update_sums){.total = v[0], .utility = v[1], .away = v[2], .toward = v[3], .tokens = (long)v[4],
+  double v[6] = {u->total, u->utility, u->away, u->toward, (double)u->tokens, (double)u->batches};
+  if (rg_comm_allreduce_sum_f64(dp, v, 6) < 0) return rg_error_prefix("summing the groups' losses");
+  *u = (update_sums){.total = v[0], .utility = v[1], .away = v[2], .toward = v[3], .tokens = (long)v[4], .batches = (int)v[5],
                      .gcg_loss = u->gcg_loss, .gcg_cases = u->gcg_cases, .resets = u->resets};
   return 0;
 }
@@ -1103,6 +1223,7 @@ static int one_update(rg_trainer *t, rg_progress *progress) {
                       [COL_POOL_RESETS] = u.resets, [COL_TOKENS_PER_S] = (double)u.tokens / secs,
                       [COL_SECONDS] = secs}};
   if (push_log(t, &r) < 0) return -1;
+  t->isl_weight += strcmp(c->weighting, "tokens") == 0 ? (double)u.tokens : (double)u.batches;
   t->run_seconds += secs;
   t->run_updates++;
   /* every update's numbers with --verbose; otherwise the save steps' (the
@@ -1122,6 +1243,7 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
   const bool w = t->writer; /* the other ranks train and write nothing */
   if (w && progress && t->recompute_note[0]) fprintf(progress, "train: %s\n", t->recompute_note);
   if (w && is_save_step(t, t->step) && write_checkpoint(t) < 0) return -1;
+  if (t->isl && w && t->step >= c->updates && rg_isl_member_finish(t->isl) < 0) return -1; /* killed after its last state */
   const long first = t->step;
   rg_progress prog;
   rg_progress_start(&prog, w ? progress : NULL, "train: updates", (int)(c->updates - first));
@@ -1132,9 +1254,11 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
     /* state before checkpoint: a kill between them resumes at this step
      * and writes the missing checkpoint (write_checkpoint skips a whole one) */
     const bool save = is_save_step(t, t->step);
-    /* with ZeRO every rank writes its shard */
-    if ((w || t->zero) && (save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0)
-      return -1;
+    if (t->isl) { /* states only at outer boundaries, where theta_global is known */
+      if ((t->step % c->inner_steps == 0 || t->step == c->updates) && island_outer(t) < 0) return -1;
+    } else if ((w || t->zero) && (save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) {
+      return -1; /* with ZeRO every rank writes its shard */
+    }
     if (w && save && write_checkpoint(t) < 0) return -1;
   }
   rg_progress_end(&prog);

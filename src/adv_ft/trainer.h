@@ -23,6 +23,14 @@
  * base model), train_log.csv (one row per update, rewritten atomically),
  * utility.jsonl (the generated utility examples) and state/ (train_state.h).
  *
+ * With [islands] sync_dir (docs/training.md, "Islands") the run is one
+ * island of a run across islands: every inner_steps updates it publishes
+ * its pseudo-gradient, saves its state (only there: mid-interval states
+ * would lack theta_global) and continues from the next global version
+ * (islands_member.h); island_data = shard makes island i train the
+ * micro-batches k = i mod islands of one stream, each scaled by
+ * islands / grad_accum (the mean over its own share).
+ *
  * Ownership: the trainer copies nothing from CFG but takes ownership of it
  * (its strings are freed with the trainer).
  */
@@ -30,6 +38,7 @@
 #define RG_ADV_FT_TRAINER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "adv_ft/train_config.h"
@@ -64,6 +73,13 @@ int rg_trainer_plan(rg_train_config *cfg, rg_train_plan *plan, char *note, size_
  * 2, and in LoRA mode on one rank, one line each with the total per rank
  * and whether it fits (and by how much), into NOTE. */
 void rg_trainer_plan_compare(const rg_train_config *cfg, const rg_train_plan *device, char *note, size_t note_len);
+
+/* The trainable parameters a run of CFG (borrowed) starts from, as one
+ * float32 array in rg_weights order (*THETA, malloc'd; *N floats), and the
+ * digest of their names and sizes (islands_sync.h rg_isl_shape): what the
+ * islands' coordinator starts the global state from. 0 or -1 with the
+ * error set. */
+int rg_trainer_initial_params(const rg_train_config *cfg, char shape[65], uint64_t *n, float **theta);
 
 /* Updates done so far. */
 long rg_trainer_step(const rg_trainer *t);

@@ -1,0 +1,222 @@
+/* test_islands: `refgeo islands` and `refgeo train` islands ([islands],
+ * docs/training.md "Islands") as separate processes on the tiny Qwen2,
+ * through a sync directory.
+ *
+ * Exact in the limit (issue 46, acceptance 1): K = 2 and 4 islands, H = 1
+ * inner update per outer step, outer SGD lr 1 and momentum 0, f32 messages,
+ * island_data = shard (island i trains micro-batches k = i mod K of the
+ * stream every island draws, as data-parallel group i of `mpirun -np K`
+ * does), weighted by micro-batches, quorum K. The inner optimizer is sgd:
+ * averaging the islands' updates equals the update of the averaged
+ * gradient only when the update is linear in the gradient, and AdamW's is
+ * not. After 5 updates theta_global (sync/global/v5/theta.f32) equals the
+ * parameters of refgeo's synchronous data parallelism (mpirun -np K, the
+ * same config without islands; state/step-5/params.f32) within 1e-6 in the
+ * relative L2 norm: the islands compute theta_g - (theta_g - theta_i)
+ * averaged, where data parallelism sums scaled gradients, float32 rounding
+ * of a few ulps (1.2e-7) per step. The parameters must also have moved
+ * (relative L2 from theta_0 above 1e-3, lr 0.5), so islands that did not
+ * train would fail.
+ *
+ * A decoupled run (K = 2, H = 2, quorum 1, AdamW inside, outer Nesterov
+ * 0.7/0.9, int4 messages, each island its own data): completes; every
+ * island adopts each version from the update messages, its theta_global
+ * checked bit for bit against the version's SHA256SUMS (no island reads a
+ * version whole); islands_log.csv has a row per version with the bytes;
+ * `refgeo islands --replay` recomputes every version bit for bit.
+ *
+ * Bad input (acceptance 5): a quorum larger than K, inner_steps = 0 (H = 0)
+ * and an island id >= K are refused by both commands with one line, exit 1;
+ * an island of another model (LoRA against a full run) and an island
+ * resumed against a sync directory that now holds another run are refused
+ * with one line. Bad messages are test_islands_sync's.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+static char *g_model;
+
+static const char CONFIG[] = "[model]\n"
+                             "model = %s\n"
+                             "threads = 1\n"
+                             "checkpoint_dtype = f32\n"
+                             "[optim]\n"
+                             "optimizer = %s\n"
+                             "lr = %s\n"
+                             "schedule = constant\n"
+                             "updates = %d\n"
+                             "grad_accum = 4\n"
+                             "save_steps = 0\n"
+                             T_TINY_R2D2_SECTIONS
+                             "[islands]\n"
+                             "sync_dir = %s\n"
+                             "%s";
+
+static char *write_config(const char *name, const char *sync, const char *opt, const char *lr, int updates,
+                          const char *islands) {
+  char text[4096], file[128];
+  snprintf(text, sizeof text, CONFIG, g_model, opt, lr, updates, sync, islands);
+  snprintf(file, sizeof file, "%s.ini", name);
+  return t_write_tmp(file, text, strlen(text));
+}
+
+/* The coordinator and K islands of CFG, started together; each island's
+ * run dir is BASE-<i>. Returns their output; fails unless all exit 0. */
+static char *run_islands(const char *cfg, const char *base, int k, const char *more) {
+  char cmd[8192];
+  const char *bin = t_env("REFGEO_BIN");
+  int at = snprintf(cmd, sizeof cmd, "( '%s' islands --config '%s' & c=$!; ", bin, cfg);
+  for (int i = 0; i < k; i++) {
+    char *dir = NULL, name[128];
+    snprintf(name, sizeof name, "%s-%d", base, i);
+    dir = t_fresh_tmp_dir(name);
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "'%s' train --config '%s' --island %d --out '%s' %s & p%d=$!; ",
+                   bin, cfg, i, dir, more, i);
+    free(dir);
+  }
+  at += snprintf(cmd + at, sizeof cmd - (size_t)at, "rc=0; ");
+  for (int i = 0; i < k; i++) at += snprintf(cmd + at, sizeof cmd - (size_t)at, "wait $p%d || rc=1; ", i);
+  snprintf(cmd + at, sizeof cmd - (size_t)at, "wait $c || rc=1; exit $rc )"); /* ( ): t_run_shell's 2>&1 takes every process's stderr */
+  char *out;
+  if (t_run_shell(cmd, &out) != 0) fail_msg("%s\n%s", cmd, out);
+  return out;
+}
+
+static float *read_floats(const char *path, size_t *n) {
+  float *x = (float *)rg_read_file(path, n);
+  if (!x) fail_msg("%s", rg_error_get());
+  *n /= sizeof *x;
+  return x;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n) {
+  double d2 = 0, b2 = 0;
+  for (size_t i = 0; i < n; i++) d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), b2 += (double)b[i] * b[i];
+  return sqrt(d2 / b2);
+}
+
+static void test_same_as_data_parallel(void **state) {
+  (void)state;
+  for (int k = 2; k <= 4; k += 2) {
+    char name[64], islands[512];
+    snprintf(name, sizeof name, "isl_dp_%d", k);
+    char *sync = t_fresh_tmp_dir(name), *dp_name = NULL;
+    snprintf(islands, sizeof islands,
+             "islands = %d\ninner_steps = 1\nquorum = %d\nouter_lr = 1\nouter_momentum = 0\ncompression = f32\n"
+             "island_data = shard\nweighting = micro_batches\n",
+             k, k);
+    char *cfg = write_config(name, sync, "sgd", "0.5", 5, islands);
+    char base[80];
+    snprintf(base, sizeof base, "%s-island", name);
+    free(run_islands(cfg, base, k, ""));
+    /* the reference: synchronous data parallelism, the same config without islands */
+    snprintf(base, sizeof base, "%s-sync", name);
+    dp_name = t_fresh_tmp_dir(base);
+    char args[2048], *out;
+    snprintf(args, sizeof args, "train --config '%s' --sync-dir '' --out '%s'", cfg, dp_name);
+    if (t_run_ranks(k, args, &out) != 0) fail_msg("%s: %s", args, out);
+    free(out);
+    char *g5 = rg_path_join(sync, "global/v5/theta.f32"), *g0 = rg_path_join(sync, "global/v0/theta.f32");
+    char *ref = rg_path_join(dp_name, "state/step-5/params.f32");
+    size_t n5, n0, nr;
+    float *a = read_floats(g5, &n5), *a0 = read_floats(g0, &n0), *b = read_floats(ref, &nr);
+    assert_int_equal(n5, nr), assert_int_equal(n0, nr);
+    const double err = rel_l2(a, b, nr), moved = rel_l2(b, a0, nr);
+    print_message("K = %d: theta_global after 5 outer steps vs data parallelism: relative L2 %.3g (moved %.3g from theta_0)\n",
+                  k, err, moved);
+    assert_true(err <= 1e-6);
+    assert_true(moved >= 1e-3);
+    free(a), free(a0), free(b), free(g5), free(g0), free(ref), free(cfg), free(sync), free(dp_name);
+  }
+}
+
+static void test_decoupled_int4(void **state) {
+  (void)state;
+  char *sync = t_fresh_tmp_dir("isl_int4");
+  char *cfg = write_config("isl_int4", sync, "adamw", "1e-3", 6,
+                           "islands = 2\ninner_steps = 2\nquorum = 1\ncompression = int4\nblock_size = 32\n"
+                           "deadline_s = 30\n");
+  char *out = run_islands(cfg, "isl_int4-island", 2, "");
+  assert_null(strstr(out, "reads version")); /* every adoption from updates, checked bit for bit */
+  free(out);
+  char *log = rg_path_join(sync, "islands_log.csv");
+  size_t len;
+  char *text = rg_read_file(log, &len);
+  assert_non_null(text);
+  int rows = 0;
+  for (size_t i = 0; i < len; i++) rows += text[i] == '\n';
+  print_message("islands_log.csv:\n%s", text);
+  assert_true(rows >= 1 + 3); /* the header, then at least 6 / 2 versions */
+  assert_non_null(strstr(text, "outer_step,islands_reporting,contributors,quorum_wait_s,bytes_received,bytes_sent"));
+  char args[2048];
+  snprintf(args, sizeof args, "islands --config '%s' --replay", cfg);
+  assert_int_equal(t_run_ranks(0, args, &out), 0);
+  assert_non_null(strstr(out, "the same"));
+  free(out), free(text), free(log), free(cfg), free(sync);
+}
+
+/* A command that must fail with one line containing WANT. */
+static void refused(const char *args, const char *want) {
+  char *out;
+  const int rc = t_run_ranks(0, args, &out);
+  int lines = 0;
+  for (const char *p = out; *p; p++) lines += *p == '\n';
+  if (rc != 1 || lines != 1 || !strstr(out, want)) fail_msg("%s: exit %d, expected one line with \"%s\":\n%s", args, rc, want, out);
+  free(out);
+}
+
+static void test_bad_config(void **state) {
+  (void)state;
+  char *sync = t_fresh_tmp_dir("isl_bad");
+  char *cfg = write_config("isl_bad", sync, "adamw", "1e-3", 2, "islands = 2\n");
+  char *dir = t_fresh_tmp_dir("isl_bad-island"), args[2048];
+  static const struct {
+    const char *flags, *want;
+  } CASES[] = {{"--quorum 3", "quorum: 3 is more than islands 2"},
+               {"--inner-steps 0", "inner_steps: 0 is below 1"},
+               {"--island 2", "island: 2 is not below islands 2"},
+               {"--compression int3", "compression: \"int3\" is not one of"}};
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+    snprintf(args, sizeof args, "train --config '%s' --out '%s' %s", cfg, dir, CASES[i].flags);
+    refused(args, CASES[i].want);
+    snprintf(args, sizeof args, "islands --config '%s' %s", cfg, CASES[i].flags);
+    refused(args, CASES[i].want);
+  }
+  assert_false(rg_path_exists(sync)); /* nothing started */
+  free(cfg), free(dir), free(sync);
+}
+
+static void test_foreign_island(void **state) {
+  (void)state;
+  /* a finished run (test_decoupled_int4's): its run.json is there */
+  char *cfg = t_tmp_path("isl_int4.ini"), *dir = t_fresh_tmp_dir("isl_foreign"), args[2048];
+  snprintf(args, sizeof args, "train --config '%s' --out '%s' --mode lora --lora-rank 2", cfg, dir);
+  refused(args, "trains other parameters");
+  /* island 0's run dir resumed against the same sync dir, now holding a new run */
+  char *sync = t_tmp_path("isl_int4"), *island = t_tmp_path("isl_int4-island-0");
+  snprintf(args, sizeof args,
+           "( rm -rf '%s' && { '%s' islands --config '%s' --max-versions 1 & c=$!; }; sleep 3; '%s' train --config '%s' "
+           "--out '%s' --resume; rc=$?; kill $c; wait $c; exit $rc )",
+           sync, t_env("REFGEO_BIN"), cfg, t_env("REFGEO_BIN"), cfg, island);
+  char *out;
+  const int rc = t_run_shell(args, &out);
+  print_message("%s", out);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(out, "its state belongs to islands run"));
+  free(out), free(sync), free(island), free(cfg), free(dir);
+}
+
+int main(void) {
+  g_model = t_hf_tiny("qwen2_bf16");
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_same_as_data_parallel), cmocka_unit_test(test_decoupled_int4),
+                                     cmocka_unit_test(test_bad_config), cmocka_unit_test(test_foreign_island)};
+  const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  free(g_model);
+  return rc;
+}
