@@ -92,9 +92,12 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1
 if grep -qw avx2 /proc/cpuinfo; then
   echo "== AVX2 build of the product tests"
   avx2_tests=(test_panel_matmul test_backend test_q8_matmul test_lora)
-  # outside the source tree: an out-of-tree build must find its data too
+  # outside the source tree: an out-of-tree build must find its data too. Its
+  # source is the copy, whose path never changes: a build folder kept in
+  # $COPY_ROOT from a checkout elsewhere (CI's clone, a hand run in another
+  # tree) would otherwise hold a cache cmake refuses for the new source.
   avx2_build="$COPY_ROOT/build-avx2"
-  cmake -S . -B "$avx2_build" -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3 \
+  cmake -S "$COPY_ROOT/refgeo" -B "$avx2_build" -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3 \
     -DREFGEO_CUDA=OFF -DREFGEO_HIP=OFF -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" >/dev/null
   cmake --build "$avx2_build" -j "$JOBS" --target refgeo "${avx2_tests[@]}" # test_lora makes its models with the CLI
   (cd "$avx2_build" && ctest --output-on-failure -R "^($(IFS='|'; echo "${avx2_tests[*]}"))\$")
