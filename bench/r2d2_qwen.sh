@@ -30,7 +30,8 @@ TRAIN_BIN="$RUN.refgeo"
 mkdir -p "$(dirname "$RUN")" "$OUT"
 
 echo "== 1. train"
-[ -x "$TRAIN_BIN" ] || cp "$BUILD/refgeo" "$TRAIN_BIN"
+source "$ROOT/bench/refgeo_copy.sh"
+refgeo_copy "$BUILD/refgeo" "$TRAIN_BIN"
 if [ -f "$RUN/config.ini" ]; then RESUME=--resume; else RESUME=; fi
 # --resume with no update left prints so and exits 0
 /usr/bin/time -v "$TRAIN_BIN" train --config "$ROOT/data/r2d2-qwen.ini" --model "$MODEL" --threads "$THREADS" \
