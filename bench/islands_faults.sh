@@ -9,14 +9,21 @@
 # victim restarted after RESTART_DELAY seconds (an island with --resume; the
 # synchronous job with mpirun ... --resume from its newest state, written
 # every H updates as an island's is).
-# Goodput = useful inner updates / (islands x wall time); every run does the
-# same useful updates, so relative to its own fault-free run (MTBF inf) it is
-# T(inf) / T(MTBF). Prints a table and writes $OUT/goodput.csv (mode,
-# mtbf_s, kills, wall_s, goodput). Resumable: a finished (mode, MTBF) keeps
-# its result file and is skipped on a rerun.
+# How the islands' run ends (END): "run" (default) with run_updates = K x
+# UPDATES, each island capped at 2 x UPDATES: the run ends once that many
+# inner updates are merged, whichever islands made them, so a killed island
+# costs the time it was away; "own": each island makes its own UPDATES and
+# the run waits for the last, a restarted one included.
+# Goodput = useful inner updates / (islands x wall time), relative to the
+# mode's own fault-free run (MTBF inf): the synchronous run's useful updates
+# are its UPDATES, the islands' those merged (final.json's merged_updates;
+# with END=run the last outer step may merge a few past K x UPDATES).
+# Prints a table and writes $OUT/goodput.csv (mode, mtbf_s, kills, wall_s,
+# useful_updates, goodput). Resumable: a finished (mode, MTBF) keeps its
+# result file and is skipped on a rerun.
 #
 #   bench/islands_faults.sh   (BUILD=build OUT=runs/islands-faults K=4 H=5 UPDATES=40 MTBFS="inf 120 40 12"
-#                              RESTART_DELAY=5 SEED=46 QUORUM=0 COMPRESSION=int4 GRAD_ACCUM=2
+#                              RESTART_DELAY=5 SEED=46 QUORUM=0 COMPRESSION=int4 GRAD_ACCUM=2 END=run
 #                              MODEL=the tiny Qwen2 (synthesized); e.g. MODEL=~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 # The fault-free runs (MTBF inf) are the baselines; keep MTBFS starting with inf.
 set -euo pipefail
@@ -28,7 +35,8 @@ BIN=${BIN:-$OUT/refgeo}
 source "$ROOT/bench/refgeo_copy.sh"
 refgeo_copy "$ROOT/$BUILD/refgeo" "$BIN"
 K=${K:-4} H=${H:-5} UPDATES=${UPDATES:-40} MTBFS=${MTBFS:-inf 120 40 12} RESTART_DELAY=${RESTART_DELAY:-5}
-SEED=${SEED:-46} GRAD_ACCUM=${GRAD_ACCUM:-2} COMPRESSION=${COMPRESSION:-int4}
+SEED=${SEED:-46} GRAD_ACCUM=${GRAD_ACCUM:-2} COMPRESSION=${COMPRESSION:-int4} END=${END:-run}
+case $END in run | own) ;; *) echo "$0: END=$END: run or own" >&2; exit 2 ;; esac
 MPIRUN=${MPIRUN:-mpirun}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=1 RESTART_DELAY
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -66,16 +74,16 @@ stop_killer() {
   wait "$KILLER" 2>/dev/null || true
   KILLER=
 }
-trap stop_killer EXIT
+trap 'stop_killer; cpu_cgroups_remove' EXIT
 trap 'exit 130' INT TERM
 
-# record_result DIR T0: the run has ended: stops the killer, and DIR/result
-# gets the kills and the wall seconds since T0
+# record_result DIR T0 USEFUL: the run has ended: stops the killer, and
+# DIR/result gets the kills, the wall seconds since T0 and the useful updates
 record_result() {
   local t1
   t1=$(date +%s.%N)
   stop_killer
-  echo "$(wc -l <"$1/kills.log") $(awk -v a="$2" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" >"$1/result"
+  echo "$(wc -l <"$1/kills.log") $(awk -v a="$2" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $3" >"$1/result"
 }
 
 kill_island() { # VICTIM GAP: SIGKILL of island VICTIM, if it is running
@@ -89,7 +97,11 @@ run_islands() { # DIR MTBF
   OUT=$dir
   mkdir -p "$OUT/logs"
   : >"$OUT/kills.log"
-  write_config "$OUT/run.ini"
+  if [ "$END" = run ]; then
+    ISLAND_UPDATES=$((2 * UPDATES)) RUN_UPDATES=$((K * UPDATES)) write_config "$OUT/run.ini"
+  else
+    write_config "$OUT/run.ini"
+  fi
   local t0 s
   t0=$(date +%s.%N)
   supervise coordinator "$BIN" islands --config "$OUT/run.ini" &
@@ -100,7 +112,10 @@ run_islands() { # DIR MTBF
   done
   if [ "$mtbf" != inf ]; then killer "$mtbf" kill_island & KILLER=$!; fi
   for s in "${sups[@]}"; do wait "$s"; done
-  record_result "$dir" "$t0"
+  local merged
+  merged=$(sed -n 's/.*"merged_updates": *\([0-9]*\).*/\1/p' "$OUT/sync/final.json" 2>/dev/null || true)
+  [ -n "$merged" ] || { echo "$0: $OUT/sync/final.json: no merged_updates (did the run end?)" >&2; exit 1; }
+  record_result "$dir" "$t0" "$merged"
 }
 
 kill_rank() { # VICTIM GAP: SIGKILL of rank VICTIM (mod the ranks alive) of the running mpirun
@@ -118,13 +133,19 @@ run_sync() { # DIR MTBF
   mkdir -p "$OUT/logs"
   : >"$OUT/kills.log"
   write_config "$OUT/run.ini"
-  local t0 pidfile=$OUT/mpirun.pid
+  local t0 pidfile=$OUT/mpirun.pid CG=()
+  # with CPU_QUOTA the job gets the islands' cores together (K x CPU_QUOTA)
+  if [ -n "${CPU_QUOTA:-}" ]; then
+    local cg_dir
+    cg_dir=$(cpu_cgroup sync "$(awk -v k="$K" -v c="$CPU_QUOTA" 'BEGIN { print k * c }')") || exit 1
+    cgroup_prefix "$cg_dir"
+  fi
   t0=$(date +%s.%N)
   ( # the supervisor: mpirun again with --resume after every death
     while :; do
       resume=""
       [ -f "$OUT/run/config.ini" ] && resume=--resume
-      setsid "$MPIRUN" --oversubscribe -np "$K" "$BIN" train --config "$OUT/run.ini" --sync-dir "" \
+      setsid "${CG[@]}" "$MPIRUN" --oversubscribe -np "$K" "$BIN" train --config "$OUT/run.ini" --sync-dir "" \
         --grad-accum $((K * GRAD_ACCUM)) --out "$OUT/run" $resume >>"$OUT/logs/sync.log" 2>&1 &
       echo $! >"$pidfile"
       rc=0
@@ -139,14 +160,15 @@ run_sync() { # DIR MTBF
   local sup=$!
   if [ "$mtbf" != inf ]; then killer "$mtbf" kill_rank & KILLER=$!; fi
   wait "$sup"
-  record_result "$dir" "$t0"
+  record_result "$dir" "$t0" "$UPDATES"
 }
 
 base=$OUT
 for mode in islands sync; do
   for mtbf in $MTBFS; do
     dir=$base/$mode-$mtbf
-    [ -f "$dir/result" ] && continue
+    # a result of three fields (kills, wall, useful updates); an older bench's two are run again
+    [ -f "$dir/result" ] && [ "$(wc -w <"$dir/result")" = 3 ] && continue
     rm -rf "$dir"
     echo "islands_faults: $mode, MTBF $mtbf s" >&2
     "run_$mode" "$dir" "$mtbf"
@@ -154,12 +176,13 @@ for mode in islands sync; do
 done
 OUT=$base
 {
-  echo "mode,mtbf_s,kills,wall_s,goodput"
+  echo "mode,mtbf_s,kills,wall_s,useful_updates,goodput"
   for mode in islands sync; do
-    free=$(awk '{print $2}' "$OUT/$mode-inf/result")
+    read -r _ free_wall free_useful <"$OUT/$mode-inf/result"
     for mtbf in $MTBFS; do
-      read -r kills wall <"$OUT/$mode-$mtbf/result"
-      echo "$mode,$mtbf,$kills,$wall,$(awk -v a="$free" -v b="$wall" 'BEGIN { printf "%.3f", a / b }')"
+      read -r kills wall useful <"$OUT/$mode-$mtbf/result"
+      echo "$mode,$mtbf,$kills,$wall,$useful,$(awk -v w0="$free_wall" -v u0="$free_useful" -v w="$wall" -v u="$useful" \
+        'BEGIN { printf "%.3f", (u / w) / (u0 / w0) }')"
     done
   done
 } >"$OUT/goodput.csv"

@@ -75,6 +75,14 @@ for v in "$OUT"/sync/global/v*; do
   (cd "$v" && sha256sum --quiet -c SHA256SUMS) || { echo "torn: $v" >&2; bad=1; }
 done
 replay=$("$BIN" islands --config "$OUT/run.ini" --replay 2>&1) || { echo "$replay" >&2; bad=1; }
+# the run's end: every island's last checkpoint holds the final version
+# (f32 checkpoints of the same theta_global: the same bytes)
+[ -f "$OUT/sync/final.json" ] || { echo "no $OUT/sync/final.json" >&2; bad=1; }
+# (each island ends at its UPDATES unless the run ends on merged updates)
+for ((i = 1; i < K && ${RUN_UPDATES:-0} == 0; i++)); do
+  cmp -s "$OUT/island0/checkpoint-$UPDATES/model.safetensors" "$OUT/island$i/checkpoint-$UPDATES/model.safetensors" ||
+    { echo "island $i's last checkpoint differs from island 0's" >&2; bad=1; }
+done
 versions=$(ls -d "$OUT"/sync/global/v* | grep -v '\.' | sed 's/.*v//' | sort -n | tail -1)
 whole=$(cat "$OUT"/logs/island*.log | grep -c "reads version" || true)
 dropped=$( (cat "$OUT/sync/dropped.log" 2>/dev/null || true) | wc -l)

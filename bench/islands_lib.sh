@@ -11,6 +11,12 @@
 # fails the run on any other exit. ENV_<name> (ENV_coordinator, ENV_island1)
 # adds environment variables to that process, e.g. REFGEO_KILL_AT (util/fault.h),
 # so that it also dies at a named point on every start.
+#
+# CPU_QUOTA (cores, e.g. 0.5): each island runs in a CPU cgroup of its own
+# (the v1 cpu controller's CFS quota) limited to that many cores, as on a
+# machine of its own: an island that is down leaves its share idle. Without
+# it the islands share the machine's cores, and the ones alive take a dead
+# one's share, which hides what a failure costs.
 
 # tiny_model DIR: the tiny Qwen2 of tests/fixtures/hf_tiny (as testlib's t_hf_tiny writes it).
 tiny_model() {
@@ -20,13 +26,44 @@ tiny_model() {
   cp "$fx"/*.json "$dir"/
 }
 
+# cpu_cgroup NAME CORES: prints the CPU cgroup (cgroup v1) of NAME in this
+# script, limited to CORES cores; fails when the cpu controller cannot be
+# written. cpu_cgroups_remove removes this script's (at its exit).
+CGROUP_CPU=/sys/fs/cgroup/cpu
+cpu_cgroup() {
+  local dir=$CGROUP_CPU/refgeo-bench-$$-$1 period quota
+  # the v1 controller's own files first: on a cgroup v2 host, mkdir there would make v2 groups
+  [ -w "$CGROUP_CPU/cpu.cfs_quota_us" ] && { [ -d "$dir" ] || mkdir "$dir" 2>/dev/null; } ||
+    { echo "cpu_cgroup: cannot make $dir (CPU_QUOTA needs the cgroup v1 cpu controller, writable)" >&2; return 1; }
+  period=$(cat "$dir/cpu.cfs_period_us")
+  quota=$(awk -v c="$2" -v p="$period" 'BEGIN { printf "%d", c * p }')
+  [ "$quota" -ge 1000 ] || { echo "cpu_cgroup: $2 cores is a quota of $quota us, under the kernel's 1000" >&2; return 1; }
+  echo "$quota" >"$dir/cpu.cfs_quota_us"
+  echo "$dir"
+}
+cpu_cgroups_remove() {
+  local d
+  for d in "$CGROUP_CPU"/refgeo-bench-$$-*; do
+    if [ -d "$d" ]; then rmdir "$d" 2>/dev/null || true; fi
+  done
+}
+
+# The command prefix that runs a command inside the cgroup $1 (its pid
+# stays the command's: sh execs it), into the array CG.
+cgroup_prefix() { CG=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$1"); }
+
 # supervise NAME CMD...: the loop above. "{RESUME}" in CMD becomes --resume once
 # the island's run dir ($3 after --out) holds a run.
 supervise() {
   local name=$1
   shift
-  local restarts=0
+  local restarts=0 CG=()
   mkdir -p "$OUT/pids"
+  if [ -n "${CPU_QUOTA:-}" ] && [ "${name#island}" != "$name" ]; then
+    local dir
+    dir=$(cpu_cgroup "$name" "$CPU_QUOTA") || return 1
+    cgroup_prefix "$dir"
+  fi
   while [ ! -e "$OUT/pids/$name.ok" ]; do
     local args=() a resume="" prev=""
     for a in "$@"; do
@@ -40,7 +77,7 @@ supervise() {
     [ "${NETNS:-0}" = 1 ] && [ "$name" = island0 ] && unshare -n true 2>/dev/null && pre=(unshare -n)
     local envvar="ENV_$name"
     local extra=(${!envvar:-}) # e.g. ENV_coordinator="REFGEO_KILL_AT=islands-archive:2": a kill at a named point
-    env "${extra[@]}" "${pre[@]}" setsid "${args[@]}" >>"$OUT/logs/$name.log" 2>&1 &
+    env "${extra[@]}" "${pre[@]}" setsid "${CG[@]}" "${args[@]}" >>"$OUT/logs/$name.log" 2>&1 &
     local pid=$!
     echo "$pid" >"$OUT/pids/$name"
     local rc=0
@@ -71,7 +108,7 @@ ${MODE_LINE:-}
 [optim]
 lr = ${LR:-1e-3}
 schedule = constant
-updates = $UPDATES
+updates = ${ISLAND_UPDATES:-$UPDATES}
 grad_accum = ${GRAD_ACCUM:-2}
 save_steps = 0
 state_every = $H
@@ -99,5 +136,6 @@ deadline_s = ${DEADLINE:-5}
 compression = ${COMPRESSION:-int8}
 block_size = ${BLOCK:-128}
 max_staleness = ${MAX_STALENESS:-1}
+run_updates = ${RUN_UPDATES:-0}
 INI
 }

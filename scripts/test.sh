@@ -57,8 +57,19 @@ copy_tree() { # dest: make dest's sources (all but build/) this tree's
     done
   rm -rf "$stage"
 }
+# keep_build_of SRC BUILD: removes BUILD when its cache was made from
+# another source folder (an older test.sh configured it from the checkout
+# it ran in), which cmake refuses to reuse
+keep_build_of() {
+  local cache="$2/CMakeCache.txt"
+  if [ -f "$cache" ] && ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$1" "$cache"; then
+    echo "test.sh: $2 was configured from another source; starting it anew"
+    rm -rf "$2"
+  fi
+}
 COPY_ROOT="${TMPDIR:-/tmp}/refgeo-selfcontained-$(id -u)"
 copy_tree "$COPY_ROOT/refgeo"
+keep_build_of "$COPY_ROOT/refgeo" "$COPY_ROOT/refgeo/build"
 if [ -e "$COPY_ROOT/shared" ]; then echo "test.sh: $COPY_ROOT/shared exists; remove it" >&2; exit 1; fi
 echo "== release build (in $COPY_ROOT/refgeo, with no shared/ beside it)"
 (cd "$COPY_ROOT/refgeo" && run_suite build -DCMAKE_BUILD_TYPE=Release)
@@ -97,6 +108,7 @@ if grep -qw avx2 /proc/cpuinfo; then
   # $COPY_ROOT from a checkout elsewhere (CI's clone, a hand run in another
   # tree) would otherwise hold a cache cmake refuses for the new source.
   avx2_build="$COPY_ROOT/build-avx2"
+  keep_build_of "$COPY_ROOT/refgeo" "$avx2_build"
   cmake -S "$COPY_ROOT/refgeo" -B "$avx2_build" -DCMAKE_BUILD_TYPE=Release -DREFGEO_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v3 \
     -DREFGEO_CUDA=OFF -DREFGEO_HIP=OFF -DREFGEO_MODEL="$REFGEO_MODEL" -DREFGEO_MODEL_QWEN="$REFGEO_MODEL_QWEN" >/dev/null
   cmake --build "$avx2_build" -j "$JOBS" --target refgeo "${avx2_tests[@]}" # test_lora makes its models with the CLI

@@ -23,10 +23,23 @@
  * island adopts each version from the update messages, its theta_global
  * checked bit for bit against the version's SHA256SUMS (no island reads a
  * version whole); islands_log.csv has a row per version with the bytes;
- * `refgeo islands --replay` recomputes every version bit for bit.
+ * `refgeo islands --replay` recomputes every version bit for bit. The run
+ * ends with SYNC/final.json, and each island's last checkpoint (f32) holds
+ * that final version's theta exactly: with quorum 1 the island that
+ * finishes first would otherwise keep a version without the other's last
+ * contribution.
  *
- * Bad input (acceptance 5): a quorum larger than K, inner_steps = 0 (H = 0)
- * and an island id >= K are refused by both commands with one line, exit 1;
+ * The run's end on merged updates (run_updates = 8, K = 2, H = 2, quorum
+ * 1, each island's cap 10): only island 0 is started (island 1 is a
+ * machine that never came up). The run must end without it: final.json
+ * with 8 merged updates, island 0 stopped after update 8 or 9 (not its
+ * cap), its last checkpoint the final theta. Island 1, started after the end,
+ * joins the final version (its checkpoint-0), trains nothing, exits 0.
+ * The same end with island 0 on 2 MPI ranks and both islands training.
+ *
+ * Bad input (acceptance 5): a quorum larger than K, inner_steps = 0 (H = 0),
+ * an island id >= K and run_updates above islands x updates are refused
+ * by both commands with one line, exit 1;
  * an island of another model (LoRA against a full run) and an island
  * resumed against a sync directory that now holds another run are refused
  * with one line. Bad messages are test_islands_sync's.
@@ -36,6 +49,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adv_ft/islands_sync.h"
+#include "engine/weights.h"
+#include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -67,17 +83,19 @@ static char *write_config(const char *name, const char *sync, const char *opt, c
 }
 
 /* The coordinator and K islands of CFG, started together; each island's
- * run dir is BASE-<i>. Returns their output; fails unless all exit 0. */
-static char *run_islands(const char *cfg, const char *base, int k, const char *more) {
-  char cmd[8192];
+ * run dir is BASE-<i>; island 0 runs on RANKS0 MPI ranks (0: one plain
+ * process). Returns their output; fails unless all exit 0. */
+static char *run_islands_ranks(const char *cfg, const char *base, int k, const char *more, int ranks0) {
+  char cmd[8192], mpi[1024] = "";
   const char *bin = t_env("REFGEO_BIN");
+  if (ranks0 > 0) snprintf(mpi, sizeof mpi, "'%s' --oversubscribe -np %d ", t_env("REFGEO_MPIRUN"), ranks0);
   int at = snprintf(cmd, sizeof cmd, "( '%s' islands --config '%s' & c=$!; ", bin, cfg);
   for (int i = 0; i < k; i++) {
     char *dir = NULL, name[128];
     snprintf(name, sizeof name, "%s-%d", base, i);
     dir = t_fresh_tmp_dir(name);
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "'%s' train --config '%s' --island %d --out '%s' %s & p%d=$!; ",
-                   bin, cfg, i, dir, more, i);
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s'%s' train --config '%s' --island %d --out '%s' %s & p%d=$!; ",
+                   i == 0 ? mpi : "", bin, cfg, i, dir, more, i);
     free(dir);
   }
   at += snprintf(cmd + at, sizeof cmd - (size_t)at, "rc=0; ");
@@ -86,6 +104,10 @@ static char *run_islands(const char *cfg, const char *base, int k, const char *m
   char *out;
   if (t_run_shell(cmd, &out) != 0) fail_msg("%s\n%s", cmd, out);
   return out;
+}
+
+static char *run_islands(const char *cfg, const char *base, int k, const char *more) {
+  return run_islands_ranks(cfg, base, k, more, 0);
 }
 
 static float *read_floats(const char *path, size_t *n) {
@@ -99,6 +121,52 @@ static double rel_l2(const float *a, const float *b, size_t n) {
   double d2 = 0, b2 = 0;
   for (size_t i = 0; i < n; i++) d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), b2 += (double)b[i] * b[i];
   return sqrt(d2 / b2);
+}
+
+/* The trainable parameters of the HF checkpoint DIR, in rg_weights order
+ * (theta.f32's), as float32. */
+static float *checkpoint_params(const char *dir, size_t *n) {
+  rg_model *m = rg_model_load(dir);
+  if (!m) fail_msg("%s", rg_error_get());
+  rg_backend_opts bo = {.threads = 1};
+  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_F32);
+  if (!w) fail_msg("%s", rg_error_get());
+  size_t total = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) total += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  float *x = malloc(total * sizeof *x);
+  assert_non_null(x);
+  size_t at = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) {
+    assert_int_equal(rg_weights_download(w, i, x + at), 0);
+    at += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  }
+  rg_weights_free(w);
+  rg_model_free(m);
+  *n = total;
+  return x;
+}
+
+/* The run in SYNC has ended (final.json) at a version whose theta equals,
+ * exactly, the parameters of ISLAND_DIR/checkpoint-STEP. Returns the
+ * merged updates final.json gives. */
+static long long assert_final_checkpoint(const char *sync, const char *island_dir, long step) {
+  long v;
+  long long merged;
+  assert_int_equal(rg_isl_final_read(sync, &v, &merged), 1);
+  char name[64];
+  snprintf(name, sizeof name, "global/v%ld/theta.f32", v);
+  char *theta_path = rg_path_join(sync, name);
+  snprintf(name, sizeof name, "checkpoint-%ld", step);
+  char *ck = rg_path_join(island_dir, name);
+  size_t nt, nc;
+  float *theta = read_floats(theta_path, &nt), *params = checkpoint_params(ck, &nc);
+  assert_int_equal(nt, nc);
+  /* f32 checkpoints of the adopted theta: the same floats, bit for bit */
+  if (memcmp(theta, params, nt * sizeof *theta) != 0)
+    fail_msg("%s differs from the run's final version %ld (relative L2 %.3g)", ck, v, rel_l2(params, theta, nt));
+  print_message("%s: the final version %ld (%lld inner updates merged), exactly\n", ck, v, merged);
+  free(theta), free(params), free(theta_path), free(ck);
+  return merged;
 }
 
 static void test_same_as_data_parallel(void **state) {
@@ -158,7 +226,77 @@ static void test_decoupled_int4(void **state) {
   snprintf(args, sizeof args, "islands --config '%s' --replay", cfg);
   assert_int_equal(t_run_ranks(0, args, &out), 0);
   assert_non_null(strstr(out, "the same"));
+  for (int i = 0; i < 2; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "isl_int4-island-%d", i);
+    char *island = t_tmp_path(name);
+    const long long merged = assert_final_checkpoint(sync, island, 6);
+    assert_true(merged >= 2 && merged <= 12); /* of both islands' 6 updates, less those dropped as stale */
+    free(island);
+  }
   free(out), free(text), free(log), free(cfg), free(sync);
+}
+
+static long stop_step(const char *out, int i);
+
+static void test_run_updates(void **state) {
+  (void)state;
+  char *sync = t_fresh_tmp_dir("isl_end");
+  char *cfg = write_config("isl_end", sync, "adamw", "1e-3", 10,
+                           "islands = 2\ninner_steps = 2\nquorum = 1\nrun_updates = 8\ncompression = int8\n");
+  char *out = run_islands(cfg, "isl_end-island", 1, ""); /* island 1 never comes up */
+  print_message("%s", out);
+  /* island 0 adopts the final version at its boundary 8 and may start
+   * update 9 before the coordinator has written final.json (just after
+   * that version): it stops after 8 or 9, before its cap of 10 */
+  const long at = stop_step(out, 0);
+  assert_true(at == 8 || at == 9);
+  free(out);
+  char *island0 = t_tmp_path("isl_end-island-0"), *ck10 = rg_path_join(island0, "checkpoint-10");
+  assert_int_equal(assert_final_checkpoint(sync, island0, at), 8); /* its contributions of steps 2, 4, 6, 8 */
+  assert_false(rg_path_exists(ck10));
+  /* island 1 after the end: it joins the final version (its checkpoint-0)
+   * and trains nothing */
+  char *island1 = t_fresh_tmp_dir("isl_end-island-1"), args[2048];
+  snprintf(args, sizeof args, "train --config '%s' --island 1 --out '%s'", cfg, island1);
+  assert_int_equal(t_run_ranks(0, args, &out), 0);
+  assert_non_null(strstr(out, "stops after update 0"));
+  assert_final_checkpoint(sync, island1, 0);
+  char *ck1 = rg_path_join(island1, "checkpoint-1");
+  assert_false(rg_path_exists(ck1));
+  free(ck1), free(out), free(island1), free(ck10), free(island0), free(cfg), free(sync);
+}
+
+/* The step after which island I stopped, from its line in OUT. */
+static long stop_step(const char *out, int i) {
+  char want[64];
+  snprintf(want, sizeof want, "islands: island %d stops after update ", i);
+  const char *p = strstr(out, want);
+  if (!p) fail_msg("no \"%s\" in:\n%s", want, out);
+  return strtol(p + strlen(want), NULL, 10);
+}
+
+/* Island 0 on 2 MPI ranks (its ranks take rank 0's decisions: the run's
+ * end checked before every update, the wait for it, the final version),
+ * island 1 one process; the run ends on merged updates (run_updates 8,
+ * caps 10, quorum 1) while both train. Both islands' last checkpoints
+ * must hold the final version exactly. */
+static void test_multi_rank_island(void **state) {
+  (void)state;
+  char *sync = t_fresh_tmp_dir("isl_mpi");
+  char *cfg = write_config("isl_mpi", sync, "adamw", "1e-3", 10,
+                           "islands = 2\ninner_steps = 2\nquorum = 1\nrun_updates = 8\ncompression = bf16\n");
+  char *out = run_islands_ranks(cfg, "isl_mpi-island", 2, "", 2);
+  for (int i = 0; i < 2; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "isl_mpi-island-%d", i);
+    char *island = t_tmp_path(name);
+    const long at = stop_step(out, i);
+    assert_true(at >= 1 && at <= 10);
+    assert_true(assert_final_checkpoint(sync, island, at) >= 8);
+    free(island);
+  }
+  free(out), free(cfg), free(sync);
 }
 
 /* A command that must fail with one line containing WANT. */
@@ -181,7 +319,8 @@ static void test_bad_config(void **state) {
   } CASES[] = {{"--quorum 3", "quorum: 3 is more than islands 2"},
                {"--inner-steps 0", "inner_steps: 0 is below 1"},
                {"--island 2", "island: 2 is not below islands 2"},
-               {"--compression int3", "compression: \"int3\" is not one of"}};
+               {"--compression int3", "compression: \"int3\" is not one of"},
+               {"--run-updates 5", "run_updates: 5 is more than islands x updates (2 x 2)"}};
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
     snprintf(args, sizeof args, "train --config '%s' --out '%s' %s", cfg, dir, CASES[i].flags);
     refused(args, CASES[i].want);
@@ -215,6 +354,7 @@ static void test_foreign_island(void **state) {
 int main(void) {
   g_model = t_hf_tiny("qwen2_bf16");
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_same_as_data_parallel), cmocka_unit_test(test_decoupled_int4),
+                                     cmocka_unit_test(test_run_updates), cmocka_unit_test(test_multi_rank_island),
                                      cmocka_unit_test(test_bad_config), cmocka_unit_test(test_foreign_island)};
   const int rc = cmocka_run_group_tests(tests, NULL, NULL);
   free(g_model);

@@ -10,7 +10,8 @@
 #     (islands-published): it resumes from its previous boundary;
 # then every island and the coordinator must exit 0, every kept version
 # pass sha256sum -c, `refgeo islands --replay` give every kept
-# theta_global bit for bit, and no (island, step) appear twice in the
+# theta_global bit for bit, every island's last checkpoint hold the final
+# version (the same bytes), and no (island, step) appear twice in the
 # archive's records (a restarted island's repeat of a merged step is
 # dropped, not merged again). About 10 s.
 #   tests/test_islands_kill.sh REFGEO_BIN TMP_DIR

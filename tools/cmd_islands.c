@@ -8,8 +8,9 @@
  * and compression). Started on an empty sync directory it writes run.json
  * and version 0; started again (after a kill) it resumes from the newest
  * version (refusing a config whose outer step settings differ from those
- * run.json keeps). It runs until every island has finished (SYNC/done/) and nothing
- * is pending, or until --max-versions new versions. --replay recomputes
+ * run.json keeps). It runs until the run ends (every island has finished,
+ * SYNC/done/, and nothing is pending; or run_updates inner updates are
+ * merged), writing SYNC/final.json, or until --max-versions new versions. --replay recomputes
  * every version from the records and archived contributions and checks
  * them bit for bit against the kept ones. */
 #include <stdio.h>
@@ -33,7 +34,7 @@ static int usage(void) {
          "refgeo train --config run.ini --island I --out runs/island-I)\n",
          USAGE);
   printf("  --config VALUE\tthe islands' INI file (train's keys; [islands] sync_dir is required)\n");
-  printf("  --max-versions N\tstop after this many new global versions (0: when every island is done)\n");
+  printf("  --max-versions N\tstop after this many new global versions (0: when the run ends)\n");
   printf("  --poll-s X\tseconds between looks at the sync directory (default 0.05)\n");
   printf("  --replay\trecompute every version from its record and archived contributions with the outer settings "
          "in run.json; compare bit for bit\n");
@@ -100,7 +101,9 @@ int cmd_islands(int argc, char **argv) {
                          .outer = {.lr = cfg.outer_lr, .momentum = cfg.outer_momentum, .nesterov = cfg.nesterov != 0},
                          .encoding = rc == 0 ? rg_quant_parse(cfg.compression) : 0,
                          .block = cfg.block_size,
-                         .max_staleness = cfg.max_staleness};
+                         .max_staleness = cfg.max_staleness,
+                         .inner_steps = cfg.inner_steps,
+                         .run_updates = cfg.run_updates};
   if (rc == 0 && replay) {
     long checked = 0;
     rc = rg_isl_replay(cfg.sync_dir, &o, &checked);
@@ -118,7 +121,12 @@ int cmd_islands(int argc, char **argv) {
     fprintf(stderr, "islands: %s at version %ld, %d islands, quorum %d, deadline %.0f s, %s\n", cfg.sync_dir,
             rg_isl_coord_version(c), o.islands, o.quorum, o.deadline_s, cfg.compression);
     rc = rg_isl_coord_run(c, poll_s, (long)max_versions, cli_log());
-    if (rc == 0) fprintf(stderr, "islands: done at version %ld\n", rg_isl_coord_version(c));
+    long final_v;
+    long long merged = 0;
+    if (rc == 0 && rg_isl_final_read(cfg.sync_dir, &final_v, &merged) == 1)
+      fprintf(stderr, "islands: the run ended at version %ld, %lld inner updates merged\n", final_v, merged);
+    else if (rc == 0)
+      fprintf(stderr, "islands: stopped at version %ld (--max-versions)\n", rg_isl_coord_version(c));
   }
   rg_isl_coord_free(c);
   rg_train_config_free(&cfg);

@@ -41,6 +41,7 @@ struct rg_isl_coord {
   double first_seen;  /* when the oldest admissible contribution was seen; < 0: none */
   long dropped_total;
   long long *last_step; /* per island: the newest step merged (-1: none), as in the newest version's record */
+  long long merged;     /* inner updates merged into versions 1..version (the newest record's merged_updates) */
 };
 
 long rg_isl_coord_version(const rg_isl_coord *c) { return c->version; }
@@ -383,6 +384,7 @@ static int step(rg_isl_coord *c) {
   }
   cJSON_AddItemToObject(rec, "contributors", con);
   double total = 0, received = 0, sent = 0, recovery = 0, stale = 0;
+  long long covered = 0; /* inner updates the merged contributions hold */
   const long v = c->version + 1;
   long long *next = malloc((size_t)c->o.islands * sizeof *next); /* last_step once V is made */
   if (next) memcpy(next, c->last_step, (size_t)c->o.islands * sizeof *next);
@@ -427,6 +429,7 @@ static int step(rg_isl_coord *c) {
     rg_outer_accumulate(c->acc, d, h.weight, n);
     free(d);
     next[h.island] = h.step;
+    covered += c->o.inner_steps > 0 ? (h.step - 1) % c->o.inner_steps + 1 : 1;
     total += h.weight;
     received += (double)h.bytes, sent += (double)h.fetched_bytes, recovery += (double)h.recovery_bytes;
     stale = fmax(stale, (double)(c->version - h.version));
@@ -473,6 +476,7 @@ static int step(rg_isl_coord *c) {
   cJSON_AddNumberToObject(rec, "version", (double)v);
   cJSON_AddBoolToObject(rec, "momentum_started", c->started);
   if (next) cJSON_AddItemToObject(rec, "last_step", last_step_json(next, c->o.islands));
+  cJSON_AddNumberToObject(rec, "merged_updates", (double)(c->merged + covered));
   cJSON_AddNumberToObject(log, "quorum_wait_s", rg_now_seconds() - c->since);
   cJSON_AddNumberToObject(log, "bytes_received", received);
   cJSON_AddNumberToObject(log, "bytes_sent", sent);
@@ -492,7 +496,7 @@ static int step(rg_isl_coord *c) {
   free(text), free(rp);
   if (rc == 0) rc = rg_isl_version_write(c->dir, v, c->theta, c->momentum, n, upd, rec);
   rg_fault_point("islands-archive"); /* tests: a kill with the version in place, its contributions still in contrib/ */
-  if (rc == 0) c->version = v, memcpy(c->last_step, next, (size_t)c->o.islands * sizeof *next);
+  if (rc == 0) c->version = v, c->merged += covered, memcpy(c->last_step, next, (size_t)c->o.islands * sizeof *next);
   for (int j = 0; rc == 0 && j < k; j++) rc = retire_contrib(c, v, c->p[j].name);
   if (rc == 0) {
     char *cdir = rg_isl_path(c->dir, "contrib", NULL);
@@ -510,8 +514,21 @@ static int step(rg_isl_coord *c) {
   return rc;
 }
 
+/* Ends the run at the newest version when it is due: run_updates merged,
+ * or every island finished with nothing pending. *DONE: it has ended. */
+static int end_when_due(rg_isl_coord *c, int finished, bool *done) {
+  const bool reached = c->o.run_updates > 0 && c->merged >= c->o.run_updates;
+  if (!reached && !(finished == c->o.islands && c->n_p == 0)) return 0;
+  *done = true;
+  return rg_isl_final_write(c->dir, c->version, c->merged);
+}
+
 int rg_isl_coord_poll(rg_isl_coord *c, bool *done) {
   *done = false;
+  long final_v;
+  const int ended = rg_isl_final_read(c->dir, &final_v, NULL);
+  if (ended != 0) return *done = ended == 1, ended < 0 ? -1 : 0; /* a coordinator restarted after the end */
+  if (c->o.run_updates > 0 && c->merged >= c->o.run_updates) return end_when_due(c, 0, done); /* killed before final.json */
   if (scan(c) < 0) return -1;
   int islands = 0, seen[4096] = {0};
   for (int i = 0; i < c->n_p; i++) {
@@ -523,9 +540,11 @@ int rg_isl_coord_poll(rg_isl_coord *c, bool *done) {
   if (need < 1) need = 1;
   const double now = rg_now_seconds();
   if (c->n_p && c->first_seen < 0) c->first_seen = now;
-  if (c->n_p && (islands >= need || now - c->first_seen >= c->o.deadline_s)) return step(c);
-  *done = finished == c->o.islands && c->n_p == 0;
-  return 0;
+  if (c->n_p && (islands >= need || now - c->first_seen >= c->o.deadline_s)) {
+    if (step(c) < 0) return -1;
+    return c->o.run_updates > 0 ? end_when_due(c, 0, done) : 0;
+  }
+  return end_when_due(c, finished, done);
 }
 
 int rg_isl_coord_run(rg_isl_coord *c, double poll_s, long max_versions, FILE *log) {
@@ -579,6 +598,8 @@ static int read_state(rg_isl_coord *c, long v) {
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(rec, "momentum_started");
   int rc = cJSON_IsBool(st) ? 0 : rg_error_set("%s: version %ld's record.json has no momentum_started", c->dir, v);
   c->started = cJSON_IsTrue(st);
+  const cJSON *mu = cJSON_GetObjectItemCaseSensitive(rec, "merged_updates"); /* absent in an older refgeo's records: 0 */
+  c->merged = cJSON_IsNumber(mu) ? (long long)mu->valuedouble : 0;
   if (rc == 0) rc = last_steps(c->dir, v, rec, c->last_step, c->o.islands);
   /* a coordinator killed after writing v, before removing what it merged
    * from contrib/: removed now (a file sent again since stays) */

@@ -26,6 +26,15 @@
  * at the next step against the current state; max_staleness 0 drops every
  * late one.
  *
+ * The run ends with SYNC/final.json: every island then adopts its
+ * version before its last checkpoint, so that each island's last
+ * checkpoint holds the run's final theta_global, whichever island
+ * finished first. With run_updates the run ends on the inner updates
+ * merged, whichever islands made them: an island killed and restarted
+ * costs the run its own lost time, not the time to redo its share (the
+ * islands train until the end, up to their `updates`). Contributions that
+ * arrive after the end are not merged.
+ *
  * Each contribution is hard-linked into SYNC/archive/v<V>/ and read from
  * there (so the archive holds exactly the merged bytes even when a
  * restarted island sends the same step again), the archive's record is
@@ -52,6 +61,8 @@ typedef struct {
   rg_outer_hparams outer;
   int encoding, block; /* the outer update's encoding (islands_quant.h) */
   int max_staleness;   /* 0: late contributions dropped */
+  int inner_steps;     /* H: a contribution after inner update S covers ((S - 1) mod H) + 1 updates */
+  long long run_updates; /* > 0: the run ends once its versions have merged this many inner updates */
 } rg_isl_coord_opts;
 
 typedef struct rg_isl_coord rg_isl_coord;
@@ -66,8 +77,10 @@ rg_isl_coord *rg_isl_coord_open(const char *sync_dir, const rg_isl_coord_opts *o
 void rg_isl_coord_free(rg_isl_coord *c);
 
 /* One look at SYNC/contrib: drops the bad, makes a version when one is
- * due. *DONE: every island has finished and nothing is pending. 0 or -1
- * with the error set (the sync directory failed). */
+ * due, and ends the run (SYNC/final.json, naming the newest version) when
+ * every island has finished and nothing is pending, or when run_updates
+ * inner updates are merged. *DONE: the run has ended (now or before). 0
+ * or -1 with the error set (the sync directory failed). */
 int rg_isl_coord_poll(rg_isl_coord *c, bool *done);
 /* Polls every POLL_S seconds until done, or until MAX_VERSIONS (> 0) have
  * been made. LOG (may be NULL) gets a line per version. 0 or -1. */

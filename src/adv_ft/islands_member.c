@@ -84,9 +84,23 @@ static bool sent_merged(const rg_isl_member *m, long v) {
   return merged;
 }
 
+int rg_isl_member_ended(const rg_isl_member *m, long *v) { return rg_isl_final_read(m->dir, v, NULL); }
+
+int rg_isl_member_wait_end(const rg_isl_member *m, double wait_s, long *v) {
+  const double t0 = rg_now_seconds();
+  for (;;) {
+    const int ended = rg_isl_member_ended(m, v);
+    if (ended != 0 || rg_now_seconds() - t0 >= wait_s) return ended;
+    pause_s(0.05);
+  }
+}
+
 long rg_isl_member_wait(const rg_isl_member *m, long after, double wait_s) {
   const double t0 = rg_now_seconds();
   for (long checked = -1;;) {
+    long final_v;
+    const int ended = rg_isl_member_ended(m, &final_v);
+    if (ended != 0) return ended < 0 ? -1 : final_v;
     const long v = rg_isl_latest(m->dir);
     if (v > after) return v;
     if (v == after && v != checked && (checked = v, sent_merged(m, v))) return v;

@@ -42,9 +42,19 @@ long rg_isl_member_version(const rg_isl_member *m);
 /* The newest global version, waiting up to WAIT_S for one newer than
  * AFTER (-1: any), or AFTER itself when its record shows this island's
  * last published step merged already (a restarted island sent it again:
- * the coordinator drops that copy, and no newer version may come). -1
+ * the coordinator drops that copy, and no newer version may come); the
+ * run's final version once the run has ended (none comes after it). -1
  * with the error set when none comes. */
 long rg_isl_member_wait(const rg_isl_member *m, long after, double wait_s);
+
+/* 1 with *V the run's final version when the run has ended
+ * (SYNC/final.json), 0 when it has not, -1 with the error set. */
+int rg_isl_member_ended(const rg_isl_member *m, long *v);
+
+/* Waits up to WAIT_S for the run's end (every island has finished, or the
+ * run's updates are merged): 1 with *V its final version, 0 when it has not
+ * ended by then, -1 with the error set (a bad final.json). */
+int rg_isl_member_wait_end(const rg_isl_member *m, double wait_s, long *v);
 
 /* Reads version V whole into theta_global and W (a start or a restart;
  * RECOVERY: its bytes count as recovery). 0 or -1. */
@@ -58,7 +68,8 @@ int rg_isl_member_publish(rg_isl_member *m, const rg_weights *w, long step, doub
  * another version, which the ranks of an island must choose together). */
 int rg_isl_member_adopt(rg_isl_member *m, rg_weights *w, long v);
 
-/* Marks this island finished (SYNC/done/i<I>). 0 or -1. */
+/* Marks this island finished (SYNC/done/i<I>): it sends no more
+ * contributions. 0 or -1. */
 int rg_isl_member_finish(const rg_isl_member *m);
 
 #endif

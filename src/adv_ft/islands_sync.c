@@ -175,6 +175,36 @@ int rg_isl_run_write(const char *sync_dir, const rg_isl_run *r) {
   return rc;
 }
 
+int rg_isl_final_write(const char *sync_dir, long v, long long merged_updates) {
+  char *path = rg_isl_path(sync_dir, NULL, "final.json"), text[128];
+  const int len = snprintf(text, sizeof text, "{\"version\": %ld, \"merged_updates\": %lld}\n", v, merged_updates);
+  int rc = path ? rg_write_file_atomic(path, text, (size_t)len) : rg_error_set("out of memory");
+  if (rc == 0) rc = rg_sync_dir(sync_dir);
+  free(path);
+  return rc;
+}
+
+int rg_isl_final_read(const char *sync_dir, long *v, long long *merged_updates) {
+  char *path = rg_isl_path(sync_dir, NULL, "final.json");
+  if (!path) return rg_error_set("out of memory");
+  if (!rg_path_exists(path)) {
+    free(path);
+    return 0;
+  }
+  cJSON *j = rg_json_read_file(path);
+  const cJSON *jv = cJSON_GetObjectItemCaseSensitive(j, "version"), *jm = cJSON_GetObjectItemCaseSensitive(j, "merged_updates");
+  int rc = j ? 1 : -1;
+  if (rc == 1 && (!cJSON_IsNumber(jv) || jv->valuedouble < 0 || !cJSON_IsNumber(jm) || jm->valuedouble < 0))
+    rc = rg_error_set("%s: not a run's end (version, merged_updates)", path);
+  if (rc == 1) {
+    *v = (long)jv->valuedouble;
+    if (merged_updates) *merged_updates = (long long)jm->valuedouble;
+  }
+  cJSON_Delete(j);
+  free(path);
+  return rc;
+}
+
 int rg_isl_run_read(const char *sync_dir, rg_isl_run *r) {
   char *path = rg_isl_path(sync_dir, NULL, "run.json");
   if (!path) return rg_error_set("out of memory");

@@ -26,7 +26,12 @@
  *                              made, and read, before V is written) and
  *                              V's record.json: what a replay reads
  *   SYNC/dropped/, dropped.log messages refused, with one line each: why
- *   SYNC/done/i<I>             island I has finished its updates
+ *   SYNC/done/i<I>             island I sends no more contributions (its
+ *                              updates made, or the run ended)
+ *   SYNC/final.json            the run has ended: {"version": V (the last
+ *                              global version, which every island adopts
+ *                              before its last checkpoint), "merged_updates":
+ *                              the inner updates merged into versions 1..V}
  *   SYNC/islands_log.csv       one row per outer step (docs/csv-formats.md)
  *
  * A message (contribution or update) is a 120-byte header, little-endian:
@@ -44,7 +49,8 @@
  * record.json of version V: {"version": V, "momentum_started": bool,
  * "contributors": [{"island", "base", "step", "weight", "staleness",
  * "file", "sha256"}...] in merge order (island id, then step), "last_step":
- * [per island the newest step merged up to V, -1 none]}: an (island, step)
+ * [per island the newest step merged up to V, -1 none], "merged_updates":
+ * the inner updates merged into versions 1..V}: an (island, step)
  * is merged at most once (islands_coord.h). With the
  * archived messages it is enough to recompute every version bit for bit
  * (rg_isl_replay, islands_coord.h).
@@ -123,6 +129,12 @@ int rg_isl_version_floats(const char *sync_dir, long v, const char *file, float 
 int rg_isl_version_digest(const char *sync_dir, long v, const char *file, char hex[65]);
 /* record.json of version V (checked), a new tree, or NULL with the error set. */
 cJSON *rg_isl_version_record(const char *sync_dir, long v);
+/* The run's end (SYNC/final.json): written once by the coordinator. */
+int rg_isl_final_write(const char *sync_dir, long v, long long merged_updates);
+/* 1 with *V and *MERGED_UPDATES (may be NULL) set when SYNC/final.json
+ * exists; 0 when it does not; -1 with the error set (a bad file). */
+int rg_isl_final_read(const char *sync_dir, long *v, long long *merged_updates);
+
 /* Removes the versions older than V - RG_ISL_KEEP_VERSIONS + 1 but v0 (a
  * replay starts from it), and the
  * folders of interrupted writes. 0 or -1. */

@@ -119,6 +119,9 @@ static const key_def KEYS[] = {
      "refgeo: outer steps a late pseudo-gradient may be behind and still be applied; 0: late ones dropped"},
     {"islands", "weighting", K_STR, F(weighting), "tokens", 0, "tokens|micro_batches",
      "refgeo: weight of an island's pseudo-gradient in the mean: its trained tokens, or its micro-batches"},
+    {"islands", "run_updates", K_INT, F(run_updates), "0", 0, NULL,
+     "refgeo: the run ends once this many inner updates are merged, whichever islands made them (each island "
+     "trains until then, up to its updates); 0: when every island has made its updates"},
     {"islands", "island_data", K_STR, F(island_data), "own", 0, "own|shard",
      "refgeo: own: each island its own pool and data order; shard: one stream, island i trains micro-batches k with "
      "k mod islands = i, as data-parallel groups do"},
@@ -416,6 +419,9 @@ int rg_train_config_check(rg_train_config *c) {
     if (c->island >= c->islands) return rg_error_set("island: %d is not below islands %d", c->island, c->islands);
     if (c->quorum > c->islands) return rg_error_set("quorum: %d is more than islands %d", c->quorum, c->islands);
     if (c->nesterov > 1) return rg_error_set("nesterov: %d is not 0 or 1", c->nesterov);
+    if ((long long)c->run_updates > (long long)c->islands * c->updates)
+      return rg_error_set("run_updates: %d is more than islands x updates (%d x %d): the islands would stop first",
+                          c->run_updates, c->islands, c->updates);
     if (strcmp(c->island_data, "shard") == 0 && c->grad_accum % c->islands != 0)
       return rg_error_set("island_data: shard splits grad_accum %d micro-batches over islands %d: make it a multiple",
                           c->grad_accum, c->islands);

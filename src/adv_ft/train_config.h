@@ -89,6 +89,7 @@ typedef struct {
   char *compression;    /* "f32", "bf16", "int8" or "int4" */
   int block_size;       /* floats per scale of int8 and int4 */
   int max_staleness;    /* versions a late pseudo-gradient may be behind; 0: late ones dropped */
+  int run_updates;      /* > 0: the run ends once this many inner updates are merged; 0: when every island is done */
   char *weighting;      /* "tokens" or "micro_batches" */
   char *island_data;    /* "own" (each island its own stream) or "shard" (micro-batches k = island mod K of one stream) */
 

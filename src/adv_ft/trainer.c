@@ -606,6 +606,21 @@ static int checkpoint_files(const rg_trainer *t, const char *ck_name, char ***na
   return rc;
 }
 
+static rg_hf_write_opts checkpoint_opts(const rg_trainer *t) {
+  return (rg_hf_write_opts){.dtype = strcmp(t->cfg.checkpoint_dtype, "f32") == 0 ? RG_HF_F32 : RG_HF_BF16};
+}
+
+/* Lists the files of the run's checkpoint NAME in RUN/SHA256SUMS. */
+static int list_checkpoint(const rg_trainer *t, const char *name) {
+  char **names;
+  int n;
+  int rc = checkpoint_files(t, name, &names, &n);
+  if (rc == 0) rc = manifest_add(t, names, n);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
 /* The checkpoint of the current step, unless it is there already (a run
  * resumed from the state of a save step, killed after writing it), and
  * the digests of its files in RUN/SHA256SUMS (also for one written by a
@@ -628,15 +643,38 @@ static int write_checkpoint(rg_trainer *t) {
   rg_manifest_free(&m);
   free(sums);
   if (rc < 0 || (done && listed)) return rc;
-  const rg_hf_write_opts o = {.dtype = strcmp(t->cfg.checkpoint_dtype, "f32") == 0 ? RG_HF_F32 : RG_HF_BF16};
+  const rg_hf_write_opts o = checkpoint_opts(t);
   if (!done && rg_hf_write_checkpoint(t->w, t->run_dir, t->step, &o) < 0) return -1;
   rg_fault_point("checkpoint-listed"); /* tests: a kill with a checkpoint in place, not yet in SHA256SUMS */
-  char **names;
-  int n;
-  rc = checkpoint_files(t, name, &names, &n);
-  if (rc == 0) rc = manifest_add(t, names, n);
-  for (int i = 0; i < n; i++) free(names[i]);
-  free(names);
+  return list_checkpoint(t, name);
+}
+
+/* The checkpoint of this step with the weights as they are now, in place
+ * of one written before (an island's last checkpoint, written again with
+ * the run's final version). The new one is written beside it as
+ * checkpoint-S.new.tmp, then swapped in by two renames (the old one to
+ * checkpoint-S.old.tmp). Names ending in .tmp are never read as
+ * checkpoints (model/checkpoints.h), and a kill's are removed at the next
+ * start (remove_leftovers) or here. */
+static int rewrite_checkpoint(rg_trainer *t) {
+  char name[48], *dir = NULL, *fresh = NULL, *old = NULL;
+  snprintf(name, sizeof name, "checkpoint-%ld", t->step);
+  int rc = (dir = rg_path_join(t->run_dir, name)) && (fresh = malloc(strlen(dir) + 9)) && (old = malloc(strlen(dir) + 9))
+               ? 0
+               : rg_error_set("out of memory");
+  if (rc == 0) {
+    sprintf(fresh, "%s.new.tmp", dir), sprintf(old, "%s.old.tmp", dir);
+    rc = rg_remove_flat_dir(fresh);
+  }
+  if (rc == 0) rc = rg_remove_flat_dir(old);
+  const rg_hf_write_opts o = checkpoint_opts(t);
+  if (rc == 0) rc = rg_hf_write_model(t->w, fresh, &o);
+  if (rc == 0 && rg_is_dir(dir) && rename(dir, old) != 0) rc = rg_error_set("%s: cannot rename to %s: %s", dir, old, strerror(errno));
+  if (rc == 0 && rename(fresh, dir) != 0) rc = rg_error_set("%s: cannot rename to %s: %s", fresh, dir, strerror(errno));
+  if (rc == 0) rc = rg_sync_dir(t->run_dir);
+  if (rc == 0) rc = list_checkpoint(t, name);
+  if (rc == 0) rc = rg_remove_flat_dir(old);
+  free(dir), free(fresh), free(old);
   return rc;
 }
 
@@ -857,19 +895,33 @@ static int draw_run_id(rg_trainer *t) {
   return rc;
 }
 
+/* Rank 0's X (a version, or a flag; below 2^31) on every rank of the
+ * island, so that all take rank 0's decision; -1 when the exchange fails. */
+static long from_rank0(rg_trainer *t, long x) {
+  if (!t->world) return x;
+  const int P = rg_comm_size(t->world);
+  int *all = malloc((size_t)P * sizeof *all);
+  if (!all || rg_comm_allgather_int(t->world, all, (int)x) < 0) x = -1;
+  else x = all[0];
+  free(all);
+  return x;
+}
+
 /* The newest global version, as rank 0 of the island sees it, on every
  * rank (so that all adopt the same), waiting for one newer than AFTER. */
 static long island_version(rg_trainer *t, long after) {
   const rg_train_config *c = &t->cfg;
-  long v = t->writer ? rg_isl_member_wait(t->isl, after, 10 * c->deadline_s + 600) : 0;
-  if (!t->world) return v;
-  const int P = rg_comm_size(t->world);
-  int *all = malloc((size_t)P * sizeof *all);
-  if (!all || rg_comm_allgather_int(t->world, all, (int)v) < 0) v = -1;
-  else v = all[0];
-  free(all);
-  if (v < 0) rg_error_set("islands: rank 0 found no global version to adopt");
+  const long v = from_rank0(t, t->writer ? rg_isl_member_wait(t->isl, after, 10 * c->deadline_s + 600) : 0);
+  if (v < 0 && !t->writer) rg_error_set("islands: rank 0 found no global version to adopt");
   return v;
+}
+
+/* Whether the run across islands has ended (rank 0 looks): 1, 0, or -1. */
+static int island_run_ended(rg_trainer *t) {
+  long v;
+  const long ended = from_rank0(t, t->writer ? rg_isl_member_ended(t->isl, &v) : 0);
+  if (ended < 0 && !t->writer) rg_error_set("islands: rank 0 could not read the run's end");
+  return (int)ended;
 }
 
 /* Islands: joins the run in cfg.sync_dir (opened by rg_trainer_open) from
@@ -898,6 +950,53 @@ static int island_adopt(rg_trainer *t, long v) {
   const long newer = island_version(t, v);
   rc = newer > v ? rg_isl_member_join(t->isl, t->w, newer, true) : newer < 0 ? -1 : rg_error_set("islands: no version after %ld", v);
   return !t->world ? rc : all_ranks_ok(t, rc, "islands: reading a global version whole");
+}
+
+/* Waits for the run's end and returns its final version on every rank, or
+ * -1. Rank 0 looks in slices of a minute, between which the ranks meet
+ * (a collective would time out while the slowest island trains on). */
+static long island_wait_end(rg_trainer *t) {
+  for (double waited = 0;; waited += 60) {
+    long v = -1;
+    const int ended = t->writer ? rg_isl_member_wait_end(t->isl, 60, &v) : 0;
+    const long got = from_rank0(t, ended < 0 ? -1 : ended == 0 ? -2 : v);
+    if (got != -2) {
+      if (got < 0 && !t->writer) rg_error_set("islands: rank 0 could not read the run's end");
+      return got;
+    }
+    if (t->writer && waited > 0 && fmod(waited, 600) == 0)
+      fprintf(stderr, "islands: island %d still waits for the run's end (%s/final.json) after %.0f min\n", t->cfg.island,
+              t->cfg.sync_dir, waited / 60);
+  }
+}
+
+/* The island's end, once it has made its updates or the run has ended:
+ * its state at this step (unless it has one: an outer boundary), so that a
+ * resume ends here again; it marks itself finished, waits for the run's
+ * end, adopts the final version and writes its last checkpoint with it, in
+ * place of one written at this step before. Every island's last checkpoint
+ * then holds the run's final theta_global, also one that finished first
+ * while others still sent contributions (quorum < K). Its updates since
+ * its last outer step, made after the run's end, are dropped with it. A
+ * kill before that state is written resumes from the last outer step and
+ * ends there (a checkpoint of a save step inside the dropped updates keeps
+ * the island's own weights). */
+static int island_end(rg_trainer *t, FILE *progress) {
+  const long have = from_rank0(t, t->writer ? rg_train_state_latest(t->run_dir) : 0);
+  int rc = 0;
+  if (have != t->step && t->zero) rc = save_state(t); /* every rank writes its shard; its collectives check them */
+  else if (have != t->step) rc = t->writer ? save_state(t) : 0;
+  if (t->world && !t->zero ? all_ranks_ok(t, rc, "islands: saving the state at the island's end") < 0 : rc < 0) return -1;
+  rc = t->writer ? rg_isl_member_finish(t->isl) : 0;
+  if (t->world ? all_ranks_ok(t, rc, "islands: marking the island finished") < 0 : rc < 0) return -1;
+  if (t->writer && progress)
+    fprintf(progress, "islands: island %d stops after update %ld; waiting for the run's end\n", t->cfg.island, t->step);
+  const long v = island_wait_end(t);
+  if (v < 0 || island_adopt(t, v) < 0) return -1;
+  if (t->writer && progress) fprintf(progress, "islands: the run ended at version %ld\n", v);
+  /* an island started after the end made no update: its checkpoint-0 (a
+   * save step) is of the version it joined, the final one */
+  return t->writer && t->step > 0 ? rewrite_checkpoint(t) : 0;
 }
 
 /* An outer boundary: publish the pseudo-gradient (rank 0), save the state
@@ -1243,11 +1342,15 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
   const bool w = t->writer; /* the other ranks train and write nothing */
   if (w && progress && t->recompute_note[0]) fprintf(progress, "train: %s\n", t->recompute_note);
   if (w && is_save_step(t, t->step) && write_checkpoint(t) < 0) return -1;
-  if (t->isl && w && t->step >= c->updates && rg_isl_member_finish(t->isl) < 0) return -1; /* killed after its last state */
   const long first = t->step;
   rg_progress prog;
   rg_progress_start(&prog, w ? progress : NULL, "train: updates", (int)(c->updates - first));
   while (t->step < c->updates) {
+    if (t->isl) { /* an island trains until its updates are made or the run has ended */
+      const int ended = island_run_ended(t);
+      if (ended < 0) return -1;
+      if (ended) break;
+    }
     if (one_update(t, &prog) < 0) return -1;
     rg_progress_tick(&prog, (int)(t->step - first));
     if (w && write_log(t) < 0) return -1;
@@ -1259,8 +1362,8 @@ int rg_trainer_run(rg_trainer *t, FILE *progress) {
     } else if ((w || t->zero) && (save || t->step % c->state_every == 0 || t->step == c->updates) && save_state(t) < 0) {
       return -1; /* with ZeRO every rank writes its shard */
     }
-    if (w && save && write_checkpoint(t) < 0) return -1;
+    if (w && save && write_checkpoint(t) < 0) return -1; /* an island's last is written again by island_end */
   }
   rg_progress_end(&prog);
-  return 0;
+  return t->isl ? island_end(t, progress) : 0;
 }
