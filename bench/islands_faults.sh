@@ -24,6 +24,7 @@
 #
 #   bench/islands_faults.sh   (BUILD=build OUT=runs/islands-faults K=4 H=5 UPDATES=40 MTBFS="inf 120 40 12"
 #                              RESTART_DELAY=5 SEED=46 QUORUM=0 COMPRESSION=int4 GRAD_ACCUM=2 END=run
+#                              CPU_QUOTA= MODES="islands sync" (e.g. MODES=islands for another END)
 #                              MODEL=the tiny Qwen2 (synthesized); e.g. MODEL=~/.cache/refgeo/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 # The fault-free runs (MTBF inf) are the baselines; keep MTBFS starting with inf.
 set -euo pipefail
@@ -37,6 +38,7 @@ refgeo_copy "$ROOT/$BUILD/refgeo" "$BIN"
 K=${K:-4} H=${H:-5} UPDATES=${UPDATES:-40} MTBFS=${MTBFS:-inf 120 40 12} RESTART_DELAY=${RESTART_DELAY:-5}
 SEED=${SEED:-46} GRAD_ACCUM=${GRAD_ACCUM:-2} COMPRESSION=${COMPRESSION:-int4} END=${END:-run}
 case $END in run | own) ;; *) echo "$0: END=$END: run or own" >&2; exit 2 ;; esac
+MODES=${MODES:-islands sync}
 MPIRUN=${MPIRUN:-mpirun}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=1 RESTART_DELAY
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -164,7 +166,7 @@ run_sync() { # DIR MTBF
 }
 
 base=$OUT
-for mode in islands sync; do
+for mode in $MODES; do
   for mtbf in $MTBFS; do
     dir=$base/$mode-$mtbf
     # a result of three fields (kills, wall, useful updates); an older bench's two are run again
@@ -177,7 +179,7 @@ done
 OUT=$base
 {
   echo "mode,mtbf_s,kills,wall_s,useful_updates,goodput"
-  for mode in islands sync; do
+  for mode in $MODES; do
     read -r _ free_wall free_useful <"$OUT/$mode-inf/result"
     for mtbf in $MTBFS; do
       read -r kills wall useful <"$OUT/$mode-$mtbf/result"

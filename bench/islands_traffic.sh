@@ -20,7 +20,14 @@
 #   4. the final losses (mean of the last 5 rows of train_log.csv; islands:
 #      over the islands) side by side, and their relative differences (goal:
 #      within 5%);
-#   5. with EVAL=1, bench/r2d2_eval.sh on both runs (fixed-source ASR with
+#   5. the final models' losses on one fixed batch: island 0's last
+#      checkpoint (the run's final theta_global) and the synchronous run's,
+#      each trained one update at lr 0 with no GCG step and the islands'
+#      utility replies, so both score the same test cases, suffixes and
+#      utility examples (FIXED_ACCUM micro-batches, default 16): the
+#      inner losses of step 4 are each island's own weights on one
+#      micro-batch, which vary widely from one to the next;
+#   6. with EVAL=1, bench/r2d2_eval.sh on both runs (fixed-source ASR with
 #      Wilson intervals; island 0's checkpoints hold theta_global at its save
 #      steps).
 # Resumable: the runs resume (train --resume, the coordinator from its newest
@@ -95,6 +102,17 @@ read -r su sa st <<<"$(last5 "$OUT/sync-run/train_log.csv")"
 awk -v iu="$iu" -v ia="$ia" -v it="$it" -v su="$su" -v sa="$sa" -v st="$st" 'function rel(a, b) { return 100 * (a - b) / b }
   BEGIN { printf "losses (mean of the last 5 updates): utility %.4f vs %.4f (%+.1f%%), away %.4f vs %.4f (%+.1f%%), toward %.4f vs %.4f (%+.1f%%) (islands vs sync; goal within 5%%)\n",
     iu, su, rel(iu, su), ia, sa, rel(ia, sa), it, st, rel(it, st) }' | tee -a "$OUT/traffic.txt"
+fixed_losses() { # CHECKPOINT DIR: "utility away toward" of CHECKPOINT on the fixed batch (DIR keeps the run)
+  [ -f "$2/train_log.csv" ] || "$BIN" train "${common[@]}" --sync-dir "" --model "$1" --lr 0 --updates 1 --gcg-steps 0 \
+    --utility "$OUT/island0/utility.jsonl" --save-steps "" --grad-accum "${FIXED_ACCUM:-16}" --out "$2" --quiet \
+    >>"$OUT/logs/fixed.log" 2>&1
+  awk -F, 'NR == 2 { printf "%s %s %s", $4, $5, $6 }' "$2/train_log.csv"
+}
+read -r fu fa ft <<<"$(fixed_losses "$OUT/island0/checkpoint-$UPDATES" "$OUT/fixed-islands")"
+read -r gu ga gt <<<"$(fixed_losses "$OUT/sync-run/checkpoint-$UPDATES" "$OUT/fixed-sync")"
+awk -v iu="$fu" -v ia="$fa" -v it="$ft" -v su="$gu" -v sa="$ga" -v st="$gt" -v n="${FIXED_ACCUM:-16}" 'function rel(a, b) { return 100 * (a - b) / b }
+  BEGIN { printf "losses of the final models on one fixed batch (%d micro-batches): utility %.4f vs %.4f (%+.1f%%), away %.4f vs %.4f (%+.1f%%), toward %.4f vs %.4f (%+.1f%%) (islands vs sync; goal within 5%%)\n",
+    n, iu, su, rel(iu, su), ia, sa, rel(ia, sa), it, st, rel(it, st) }' | tee -a "$OUT/traffic.txt"
 if [ "$EVAL" = 1 ]; then
   MODEL_PATH=$(sed -n 's/^model = //p' "$OUT/sync-run/config.ini")
   BUILD=$BUILD bash "$ROOT/bench/r2d2_eval.sh" "$OUT/island0" "$OUT/eval-islands" "$MODEL_PATH"
