@@ -50,8 +50,6 @@
 #include <string.h>
 
 #include "adv_ft/islands_sync.h"
-#include "engine/weights.h"
-#include "model/model.h"
 #include "testlib.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -123,29 +121,6 @@ static double rel_l2(const float *a, const float *b, size_t n) {
   return sqrt(d2 / b2);
 }
 
-/* The trainable parameters of the HF checkpoint DIR, in rg_weights order
- * (theta.f32's), as float32. */
-static float *checkpoint_params(const char *dir, size_t *n) {
-  rg_model *m = rg_model_load(dir);
-  if (!m) fail_msg("%s", rg_error_get());
-  rg_backend_opts bo = {.threads = 1};
-  rg_weights *w = rg_weights_open(m, &bo, RG_WEIGHTS_F32);
-  if (!w) fail_msg("%s", rg_error_get());
-  size_t total = 0;
-  for (int i = 0; i < rg_weights_count(w); i++) total += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
-  float *x = malloc(total * sizeof *x);
-  assert_non_null(x);
-  size_t at = 0;
-  for (int i = 0; i < rg_weights_count(w); i++) {
-    assert_int_equal(rg_weights_download(w, i, x + at), 0);
-    at += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
-  }
-  rg_weights_free(w);
-  rg_model_free(m);
-  *n = total;
-  return x;
-}
-
 /* The run in SYNC has ended (final.json) at a version whose theta equals,
  * exactly, the parameters of ISLAND_DIR/checkpoint-STEP. Returns the
  * merged updates final.json gives. */
@@ -159,7 +134,7 @@ static long long assert_final_checkpoint(const char *sync, const char *island_di
   snprintf(name, sizeof name, "checkpoint-%ld", step);
   char *ck = rg_path_join(island_dir, name);
   size_t nt, nc;
-  float *theta = read_floats(theta_path, &nt), *params = checkpoint_params(ck, &nc);
+  float *theta = read_floats(theta_path, &nt), *params = t_model_params(ck, &nc);
   assert_int_equal(nt, nc);
   /* f32 checkpoints of the adopted theta: the same floats, bit for bit */
   if (memcmp(theta, params, nt * sizeof *theta) != 0)

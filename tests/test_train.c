@@ -435,28 +435,6 @@ static void test_long_behavior_refused(void **state) {
   free(c), free(dir), free(csv), free(json);
 }
 
-/* Every parameter of the model in DIR as float32, concatenated in
- * rg_weights order; *n gets the count. */
-static float *load_params(const char *dir, size_t *n) {
-  rg_model *m = rg_model_load(dir);
-  if (!m) fail_msg("%s: %s", dir, rg_error_get());
-  rg_weights *w = rg_weights_open(m, &(rg_backend_opts){.threads = 1}, RG_WEIGHTS_F32);
-  assert_non_null(w);
-  size_t total = 0;
-  for (int i = 0; i < rg_weights_count(w); i++) total += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
-  float *out = malloc(total * sizeof *out);
-  assert_non_null(out);
-  size_t at = 0;
-  for (int i = 0; i < rg_weights_count(w); i++) {
-    assert_int_equal(rg_weights_download(w, i, out + at), 0);
-    at += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
-  }
-  rg_weights_free(w);
-  rg_model_free(m);
-  *n = total;
-  return out;
-}
-
 static void assert_same_floats(const float *a, const float *b, size_t n, const char *what) {
   for (size_t i = 0; i < n; i++)
     if (a[i] != b[i]) fail_msg("%s: value %zu is %.9g, expected %.9g", what, i, a[i], b[i]);
@@ -466,14 +444,14 @@ static void test_checkpoints_reload(void **state) {
   (void)state;
   char *ref = t_tmp_path("train_ref"); /* test_resume_after_kill's reference run */
   size_t n_base, n0, n4;
-  float *base = load_params(g_model, &n_base);
+  float *base = t_model_params(g_model, &n_base);
   char *ck = rg_path_join(ref, "checkpoint-0");
-  float *p0 = load_params(ck, &n0);
+  float *p0 = t_model_params(ck, &n0);
   free(ck);
   assert_int_equal(n0, n_base);
   assert_same_floats(p0, base, n0, "checkpoint-0 against the base model");
   ck = rg_path_join(ref, "checkpoint-4");
-  float *p4 = load_params(ck, &n4);
+  float *p4 = t_model_params(ck, &n4);
   free(ck);
   char *st = rg_path_join(ref, "state/step-4");
   assert_int_equal(file_size(st, "params.f32"), n4 * sizeof(float));

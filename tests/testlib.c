@@ -11,6 +11,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/blas_core.h"
+#include "engine/weights.h"
+#include "model/model.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -271,4 +273,24 @@ char *t_fresh_tmp_dir(const char *name) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
   assert_int_equal(system(cmd), 0);
   return d;
+}
+
+float *t_model_params(const char *dir, size_t *n) {
+  rg_model *m = rg_model_load(dir);
+  if (!m) fail_msg("%s: %s", dir, rg_error_get());
+  rg_weights *w = rg_weights_open(m, &(rg_backend_opts){.threads = 1}, RG_WEIGHTS_F32);
+  if (!w) fail_msg("%s: %s", dir, rg_error_get());
+  size_t total = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) total += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  float *out = malloc(total * sizeof *out);
+  assert_non_null(out);
+  size_t at = 0;
+  for (int i = 0; i < rg_weights_count(w); i++) {
+    assert_int_equal(rg_weights_download(w, i, out + at), 0);
+    at += (size_t)rg_tensor_nelems(rg_weights_tensor(w, i));
+  }
+  rg_weights_free(w);
+  rg_model_free(m);
+  *n = total;
+  return out;
 }

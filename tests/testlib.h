@@ -76,6 +76,12 @@ int t_run_shell(const char *cmd, char **out);
 /* REFGEO_TMP/NAME, removed if it exists (malloc'd path; not created). */
 char *t_fresh_tmp_dir(const char *name);
 
+/* Every parameter of the model in DIR (GGUF or an HF directory, such as a
+ * checkpoint) as float32, concatenated in rg_weights order (an island's
+ * theta.f32, a state's params.f32); *N gets the count. malloc'd; fails the
+ * test on a model that does not load. */
+float *t_model_params(const char *dir, size_t *n);
+
 /* The tiny Hugging Face model NAME of tests/fixtures/hf_tiny as a malloc'd
  * directory path. No weights are committed: on first use in a process the
  * model is written under REFGEO_TMP/hf_tiny-PID/NAME by `refgeo
