@@ -30,10 +30,10 @@
  * contribution.
  *
  * The run's end on merged updates (run_updates = 8, K = 2, H = 2, quorum
- * 1, each island's cap 10): only island 0 is started (island 1 is a
+ * 1, each island's cap 20): only island 0 is started (island 1 is a
  * machine that never came up). The run must end without it: final.json
- * with 8 merged updates, island 0 stopped after update 8 or 9 (not its
- * cap), its last checkpoint the final theta. Island 1, started after the end,
+ * with 8 merged updates, island 0 stopped after update 8 or a little
+ * later (not its cap), its last checkpoint the final theta. Island 1, started after the end,
  * joins the final version (its checkpoint-0), trains nothing, exits 0.
  * The same end with island 0 on 2 MPI ranks and both islands training.
  *
@@ -217,19 +217,20 @@ static long stop_step(const char *out, int i);
 static void test_run_updates(void **state) {
   (void)state;
   char *sync = t_fresh_tmp_dir("isl_end");
-  char *cfg = write_config("isl_end", sync, "adamw", "1e-3", 10,
+  char *cfg = write_config("isl_end", sync, "adamw", "1e-3", 20,
                            "islands = 2\ninner_steps = 2\nquorum = 1\nrun_updates = 8\ncompression = int8\n");
   char *out = run_islands(cfg, "isl_end-island", 1, ""); /* island 1 never comes up */
   print_message("%s", out);
   /* island 0 adopts the final version at its boundary 8 and may start
-   * update 9 before the coordinator has written final.json (just after
-   * that version): it stops after 8 or 9, before its cap of 10 */
+   * more updates before the coordinator has written final.json (just
+   * after that version; later on a loaded machine): it stops after 8 or a
+   * little later, before its cap of 20 */
   const long at = stop_step(out, 0);
-  assert_true(at == 8 || at == 9);
+  assert_true(at >= 8 && at < 20);
   free(out);
-  char *island0 = t_tmp_path("isl_end-island-0"), *ck10 = rg_path_join(island0, "checkpoint-10");
+  char *island0 = t_tmp_path("isl_end-island-0"), *ck_cap = rg_path_join(island0, "checkpoint-20");
   assert_int_equal(assert_final_checkpoint(sync, island0, at), 8); /* its contributions of steps 2, 4, 6, 8 */
-  assert_false(rg_path_exists(ck10));
+  assert_false(rg_path_exists(ck_cap));
   /* island 1 after the end: it joins the final version (its checkpoint-0)
    * and trains nothing */
   char *island1 = t_fresh_tmp_dir("isl_end-island-1"), args[2048];
@@ -239,7 +240,7 @@ static void test_run_updates(void **state) {
   assert_final_checkpoint(sync, island1, 0);
   char *ck1 = rg_path_join(island1, "checkpoint-1");
   assert_false(rg_path_exists(ck1));
-  free(ck1), free(out), free(island1), free(ck10), free(island0), free(cfg), free(sync);
+  free(ck1), free(out), free(island1), free(ck_cap), free(island0), free(cfg), free(sync);
 }
 
 /* The step after which island I stopped, from its line in OUT. */
